@@ -1,0 +1,59 @@
+"""The `memory-mcp` command: the composition root that reads settings once and starts the server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from memory_mcp import __version__
+from memory_mcp.config import ConfigError, load_settings
+
+log = logging.getLogger("memory_mcp")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-mcp",
+        description="Long-term memory for LLM agents, served over the Model Context Protocol (stdio).",
+        epilog="Without --config the embedded defaults apply and data lives in $MEMORY_MCP_HOME or ~/.memory-mcp. "
+        "OPENAI_API_KEY and OPENAI_BASE_URL fill the LLM settings the config leaves empty.",
+    )
+    parser.add_argument("--config", type=Path, metavar="PATH", help="JSON config file (see config.example.json)")
+    parser.add_argument("--transport", choices=["stdio"], default="stdio", help="MCP transport (default: stdio)")
+    parser.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="INFO",
+        help="what to log on stderr (default: INFO); stdout carries only the protocol",
+    )
+    parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # stdout belongs to the protocol: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"memory-mcp: {exc}", file=sys.stderr)
+        return 2
+
+    from memory_mcp.server import build_server
+    from memory_mcp.service import MemoryService
+
+    service = MemoryService(settings)
+    extraction = "on" if settings.llm_configured and settings.memory.enabled else "off (no LLM endpoint configured)"
+    log.info(
+        "memory-mcp %s on %s; data in %s; structured memory %s",
+        __version__,
+        args.transport,
+        settings.data_storage_path,
+        extraction,
+    )
+    build_server(service).run(transport=args.transport)
+    return 0

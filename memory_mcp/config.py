@@ -1,0 +1,147 @@
+"""Settings: the one place that reads the config file and the environment.
+
+Field names follow MemoryOS's MCP server config where they exist, and DeerFlow's memory
+settings under `memory`, so users of either can reuse what they know.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memory_mcp.ids import validate_identifier
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message is one line naming the field."""
+
+
+class MemorySettings(BaseModel):
+    """Structured-memory settings (DeerFlow's `memory` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="Turn structured (LLM-extracted) memory on or off.")
+    debounce_seconds: float = Field(
+        30, ge=0, le=300, description="Quiet time after the last add before one update runs for a thread."
+    )
+    max_facts: int = Field(100, ge=10, le=500, description="Facts kept per user; the least confident go first.")
+    fact_confidence_threshold: float = Field(
+        0.7, ge=0, le=1, description="Facts the LLM is less sure of than this are not stored."
+    )
+    injection_enabled: bool = Field(True, description="Return a ready-to-inject memory context.")
+    max_injection_tokens: int = Field(2000, ge=100, le=8000, description="Token budget of the injected context.")
+    token_counting: Literal["tiktoken", "char"] = Field(
+        "tiktoken", description="'tiktoken' counts exactly (bundled offline); 'char' estimates from characters."
+    )
+
+
+class Settings(BaseModel):
+    """Everything the server can be told. Unknown keys are errors, so typos cannot pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = Field("default", description="User whose memory a tool call uses when it names none.")
+    assistant_id: str | None = Field(
+        None, description="Agent whose memory a tool call uses when it names none; null = the user's own memory."
+    )
+    data_storage_path: Path = Field(
+        Path("~/.memory-mcp"), description="Directory holding all memory; default $MEMORY_MCP_HOME or ~/.memory-mcp."
+    )
+    openai_api_key: str | None = Field(None, description="API key of the LLM endpoint (or env OPENAI_API_KEY).")
+    openai_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (or env OPENAI_BASE_URL)."
+    )
+    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Chat model used to extract memory.")
+    short_term_capacity: int = Field(
+        10, ge=1, le=1000, description="Most recent exchanges always returned as short-term memory."
+    )
+    # The next four shape the mid-term session tier; they are accepted (and validated) now so
+    # MemoryOS configs load unchanged, and take effect when session tiers are built.
+    mid_term_capacity: int = Field(2000, ge=1, description="Sessions kept in the hot retrieval index (tiers).")
+    long_term_knowledge_capacity: int = Field(100, ge=1, description="Assistant-knowledge entries kept (tiers).")
+    retrieval_queue_capacity: int = Field(7, ge=1, le=100, description="Sessions searched per query (tiers).")
+    mid_term_heat_threshold: float = Field(5.0, ge=0, description="Session heat that triggers consolidation (tiers).")
+    max_text_chars: int = Field(
+        100_000, ge=1, description="Longest user_input or agent_response accepted, in characters."
+    )
+    max_meta_data_bytes: int = Field(65_536, ge=2, description="Largest meta_data accepted, as compact JSON bytes.")
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+
+    @field_validator("user_id")
+    @classmethod
+    def _check_user_id(cls, value: str) -> str:
+        return validate_identifier("user_id", value)
+
+    @field_validator("assistant_id")
+    @classmethod
+    def _check_assistant_id(cls, value: str | None) -> str | None:
+        return None if value in (None, "") else validate_identifier("assistant_id", value)
+
+    @property
+    def llm_configured(self) -> bool:
+        """Extraction runs only when an endpoint or key says where to send it."""
+        return bool(self.openai_base_url or self.openai_api_key)
+
+
+def default_data_path(environ: Mapping[str, str]) -> Path:
+    """$MEMORY_MCP_HOME wins; otherwise ~/.memory-mcp."""
+    home = environ.get("MEMORY_MCP_HOME")
+    return Path(home).expanduser() if home else Path("~/.memory-mcp").expanduser()
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the config file (optional) and the environment into validated settings.
+
+    Secrets may live only in the environment: OPENAI_API_KEY and OPENAI_BASE_URL fill the
+    fields the file leaves empty. A relative data path is taken from the config file's folder,
+    so the server finds the same data whatever directory the host starts it in.
+    """
+    environ = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    if path is not None:
+        raw = _read_config_file(path)
+    for field, variable in (("openai_api_key", "OPENAI_API_KEY"), ("openai_base_url", "OPENAI_BASE_URL")):
+        if not raw.get(field) and environ.get(variable):
+            raw[field] = environ[variable]
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation_error(exc, path)) from None
+    if "data_storage_path" not in raw:
+        settings.data_storage_path = default_data_path(environ)
+    elif path is not None and not settings.data_storage_path.expanduser().is_absolute():
+        settings.data_storage_path = path.parent / settings.data_storage_path
+    settings.data_storage_path = settings.data_storage_path.expanduser().absolute()
+    return settings
+
+
+def _read_config_file(path: Path) -> dict[str, object]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path}: must hold a JSON object")
+    return raw
+
+
+def _describe_validation_error(exc: ValidationError, path: Path | None) -> str:
+    """One line, naming the first bad field by its dotted path."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    where = f"config file {path}" if path else "config"
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown setting (check the spelling against config.example.json)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {field}: {message}{more}"

@@ -1,0 +1,19 @@
+"""The service's exception set. The MCP and CLI edges translate these once, at the edge."""
+
+from __future__ import annotations
+
+
+class MemoryServiceError(Exception):
+    """Base of every error the service raises on purpose; its message is meant for the caller."""
+
+
+class InvalidInput(MemoryServiceError):
+    """The request breaks a rule; nothing was written. The message names the field and the rule."""
+
+
+class NotFound(MemoryServiceError):
+    """The request names something that does not exist."""
+
+
+class StorageError(MemoryServiceError):
+    """Stored data could not be read or written; the files were left as they were."""

@@ -1,0 +1,25 @@
+"""Identifier rules shared by config, tools and storage.
+
+User and agent ids become directory names, so they are held to a strict alphabet: this is
+what keeps one user's files out of another's (no `..`, no `/`, no trailing-newline tricks).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+IDENTIFIER_RULE = "[A-Za-z0-9_-]{1,64}"
+_IDENTIFIER = re.compile(IDENTIFIER_RULE)
+
+
+def validate_identifier(field: str, value: str) -> str:
+    """Return `value` if the whole of it matches the rule; otherwise raise ValueError naming `field`."""
+    if not isinstance(value, str) or _IDENTIFIER.fullmatch(value) is None:
+        raise ValueError(f"{field} must match {IDENTIFIER_RULE} (got {value!r:.80})")
+    return value
+
+
+def new_id(prefix: str) -> str:
+    """A random id such as `page_1f2e3d4c5b6a7988`; random so processes sharing a data dir never collide."""
+    return f"{prefix}_{secrets.token_hex(8)}"

@@ -1,0 +1,298 @@
+"""Pydantic models at every boundary: what is stored, what tools accept, what they return.
+
+The stored document keeps DeerFlow's memory.json field names (camelCase) so files written by
+either system read the same; tool results use MemoryOS's snake_case names.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memory_mcp.errors import InvalidInput
+from memory_mcp.ids import validate_identifier
+
+SCHEMA_VERSION = "1.0"
+FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
+MAX_META_DATA_DEPTH = 32
+TIMESTAMP_RULE = "ISO 8601 (2024-05-01T13:56:00Z) or 'YYYY-MM-DD HH:MM:SS'"
+
+
+def utc_now() -> str:
+    """The current time in the one stored form."""
+    return format_timestamp(datetime.now(timezone.utc))
+
+
+def format_timestamp(moment: datetime) -> str:
+    """Stored form: UTC, second precision, `Z` suffix. Naive times are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalise_timestamp(value: str) -> str:
+    """Accept ISO 8601 or `YYYY-MM-DD HH:MM:SS` and return the stored form."""
+    try:
+        return format_timestamp(datetime.fromisoformat(value.strip()))
+    except ValueError:
+        raise ValueError(f"timestamp must be {TIMESTAMP_RULE} (got {value!r:.60})") from None
+
+
+# --- stored data -------------------------------------------------------------------------
+
+
+class Page(BaseModel):
+    """One exchange, stored verbatim: what the user said and what the agent answered."""
+
+    page_id: str
+    user_input: str
+    agent_response: str
+    timestamp: str
+    meta_data: dict[str, Any] | None = None
+    thread_id: str | None = None
+
+
+class ScoredPage(Page):
+    """A page returned by retrieval, with its relevance to the query (higher is closer)."""
+
+    score: float
+
+
+class Section(BaseModel):
+    """One profile section: a short summary the updater rewrites as it learns."""
+
+    model_config = ConfigDict(extra="allow")
+
+    summary: str = ""
+    updatedAt: str = ""
+
+
+class UserSections(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    workContext: Section = Field(default_factory=Section)
+    personalContext: Section = Field(default_factory=Section)
+    topOfMind: Section = Field(default_factory=Section)
+
+
+class HistorySections(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    recentMonths: Section = Field(default_factory=Section)
+    earlierContext: Section = Field(default_factory=Section)
+    longTermBackground: Section = Field(default_factory=Section)
+
+
+class Fact(BaseModel):
+    """A discrete thing known about the user, with how sure we are of it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    content: str
+    category: FactCategory = "context"
+    confidence: float = Field(ge=0, le=1)
+    createdAt: str = ""
+    source: str = "unknown"
+    sourceError: str | None = None
+
+
+class KnowledgeEntry(BaseModel):
+    """Something the assistant stated or did that it should stay consistent with."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    content: str
+    confidence: float = Field(1.0, ge=0, le=1)
+    createdAt: str = ""
+    source: str = "unknown"
+
+
+class MemoryDocument(BaseModel):
+    """memory.json: the structured memory of one user (or one user's agent).
+
+    Unknown fields are kept as they are, so a newer writer's additions survive an older reader.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    version: str = SCHEMA_VERSION
+    lastUpdated: str = ""
+    user: UserSections = Field(default_factory=UserSections)
+    history: HistorySections = Field(default_factory=HistorySections)
+    facts: list[Fact] = Field(default_factory=list)
+    assistantKnowledge: list[KnowledgeEntry] = Field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
+        return not self.facts and not self.assistantKnowledge and not any(s.summary for s in sections)
+
+
+# --- tool requests -----------------------------------------------------------------------
+
+
+class _Request(BaseModel):
+    """Shared rules: unknown fields are errors and an empty optional id means "not given"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def build(cls, **fields: Any) -> Self:
+        """Validate tool arguments; any breach becomes one InvalidInput that names the field."""
+        return parse_request(cls, **fields)
+
+    user_id: str | None = None
+    agent_name: str | None = None
+
+    @field_validator("user_id", "agent_name", mode="before")
+    @classmethod
+    def _empty_is_absent(cls, value: object) -> object:
+        # Host models often send "" for optional fields they mean to leave out.
+        return None if value == "" else value
+
+    @field_validator("user_id", "agent_name")
+    @classmethod
+    def _check_identifier(cls, value: str | None, info: Any) -> str | None:
+        return None if value is None else validate_identifier(info.field_name, value)
+
+
+class AddMemoryRequest(_Request):
+    user_input: str
+    agent_response: str
+    timestamp: str | None = None
+    meta_data: dict[str, Any] | None = None
+    thread_id: str | None = None
+
+    @field_validator("timestamp", "thread_id", mode="before")
+    @classmethod
+    def _empty_optional_is_absent(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _normalise_timestamp(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_timestamp(value)
+
+    @field_validator("thread_id")
+    @classmethod
+    def _check_thread_id(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > 256 or not value.isprintable()):
+            raise ValueError("thread_id must be 1-256 printable characters")
+        return value
+
+    @field_validator("meta_data")
+    @classmethod
+    def _check_meta_data(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            if _nesting_depth(value) > MAX_META_DATA_DEPTH:
+                raise ValueError(f"meta_data may nest at most {MAX_META_DATA_DEPTH} levels deep")
+            _reject_non_finite(value)
+        return value
+
+
+class RetrieveMemoryRequest(_Request):
+    query: str
+    relationship_with_user: str = "friend"
+    style_hint: str = ""
+    max_results: int = Field(10, ge=1, le=100)
+
+
+class ProfileRequest(_Request):
+    include_knowledge: bool = True
+    include_assistant_knowledge: bool = False
+
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+
+
+def parse_request(model: type[RequestT], **fields: Any) -> RequestT:
+    """Validate tool arguments, turning pydantic's report into one InvalidInput naming the field."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "request"
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(message if message.startswith(field) else f"{field}: {message}")
+        raise InvalidInput("; ".join(problems)) from None
+
+
+def _nesting_depth(value: Any) -> int:
+    """Depth of nested objects and arrays, measured without recursion (hostile input can be deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        deepest = max(deepest, depth)
+        if deepest > MAX_META_DATA_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _reject_non_finite(value: Any) -> None:
+    """meta_data is stored as strict JSON, which has no NaN or Infinity."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError("meta_data must be plain JSON: NaN and Infinity are not allowed") from None
+    except TypeError as exc:
+        raise ValueError(f"meta_data must be plain JSON ({exc})") from None
+
+
+# --- tool results ------------------------------------------------------------------------
+
+
+class AddMemoryResult(BaseModel):
+    status: Literal["success"] = "success"
+    message: str
+    page_id: str
+    user_id: str
+    agent_name: str | None
+    thread_id: str | None
+    timestamp: str
+
+
+class ScoredFact(Fact):
+    score: float
+
+
+class ScoredKnowledge(KnowledgeEntry):
+    score: float
+
+
+class ProfileSections(BaseModel):
+    user: UserSections
+    history: HistorySections
+
+
+class RetrieveMemoryResult(BaseModel):
+    status: Literal["success"] = "success"
+    query: str
+    user_id: str
+    agent_name: str | None
+    relationship_with_user: str
+    style_hint: str
+    short_term_memory: list[Page]
+    retrieved_pages: list[ScoredPage]
+    retrieved_user_knowledge: list[ScoredFact]
+    retrieved_assistant_knowledge: list[ScoredKnowledge]
+    user_profile: ProfileSections
+    notes: list[str] = Field(default_factory=list, description="What is switched off or missing, in words.")
+
+
+class UserProfileResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    user: UserSections
+    history: HistorySections
+    facts: list[Fact] | None = None
+    assistant_knowledge: list[KnowledgeEntry] | None = None
+    lastUpdated: str
+    notes: list[str] = Field(default_factory=list, description="Why the profile is empty, when it is.")

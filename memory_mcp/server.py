@@ -1,0 +1,174 @@
+"""MCP wiring only: tool signatures, descriptions and annotations, each delegating to the service.
+
+Tool inputs are typed parameters and outputs pydantic models, so hosts receive input and output
+schemas generated from the same types the service validates with.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memory_mcp import __version__
+from memory_mcp.errors import MemoryServiceError
+from memory_mcp.ids import IDENTIFIER_RULE
+from memory_mcp.models import (
+    TIMESTAMP_RULE,
+    AddMemoryRequest,
+    AddMemoryResult,
+    ProfileRequest,
+    RetrieveMemoryRequest,
+    RetrieveMemoryResult,
+    UserProfileResult,
+)
+from memory_mcp.service import MemoryService
+
+INSTRUCTIONS = """\
+Long-term memory of the user, kept across conversations.
+- Before answering, call retrieve_memory with the user's message as the query whenever earlier \
+conversations could matter: their preferences, projects, people, plans, or anything they told you before.
+- After each exchange worth remembering, call add_memory with the user's message and your reply.
+- get_user_profile returns what is known about the user as a whole.
+Memory is kept per user: when you serve several people, pass each one's user_id."""
+
+UserId = Annotated[
+    str | None,
+    Field(description=f"Whose memory. Omit or leave empty for the configured default user; else {IDENTIFIER_RULE}."),
+]
+AgentName = Annotated[
+    str | None,
+    Field(description=f"Keep this agent's memory apart from the user's shared memory; {IDENTIFIER_RULE}."),
+]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+APPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _as_tool_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn the service's deliberate errors into MCP tool errors carrying their message.
+
+    Anything else propagates: the SDK reports it as a tool error and logs the traceback,
+    and the server keeps serving.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except MemoryServiceError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper
+
+
+class MemoryTools:
+    """The tools, as methods over one service (so tests can call them without a transport)."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    @_as_tool_errors
+    def add_memory(
+        self,
+        user_input: Annotated[str, Field(description="What the user said, verbatim.")],
+        agent_response: Annotated[str, Field(description="What you (the assistant) answered, verbatim.")],
+        timestamp: Annotated[
+            str | None, Field(description=f"When it was said: {TIMESTAMP_RULE}. Omit for now.")
+        ] = None,
+        meta_data: Annotated[
+            dict[str, Any] | None, Field(description="Any JSON object to keep with the exchange, returned as given.")
+        ] = None,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+        thread_id: Annotated[
+            str | None, Field(description="The conversation this exchange belongs to, if the host has one.")
+        ] = None,
+    ) -> AddMemoryResult:
+        """Save one exchange (the user's message and your reply) to the user's long-term memory.
+        Call it after every exchange worth remembering: anything about the user, their preferences,
+        plans and decisions, or that they may refer back to later. When it returns, the exchange is
+        safely stored and retrieve_memory can find it."""
+        return self.service.add_memory(
+            AddMemoryRequest.build(
+                user_input=user_input,
+                agent_response=agent_response,
+                timestamp=timestamp,
+                meta_data=meta_data,
+                user_id=user_id,
+                agent_name=agent_name,
+                thread_id=thread_id,
+            )
+        )
+
+    @_as_tool_errors
+    def retrieve_memory(
+        self,
+        query: Annotated[str, Field(description="What to recall: usually the user's latest message.")],
+        relationship_with_user: Annotated[
+            str, Field(description="Your relationship with the user (friend, assistant, colleague...).")
+        ] = "friend",
+        style_hint: Annotated[str, Field(description="How you intend to answer; echoed back for your prompt.")] = "",
+        max_results: Annotated[int, Field(description="How many older exchanges to return (1-100).")] = 10,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> RetrieveMemoryResult:
+        """Recall what the user said in earlier conversations. Call it before answering whenever
+        earlier conversations could matter, with the user's message as the query. Returns the most
+        recent exchanges (short_term_memory), the older exchanges most relevant to the query
+        (retrieved_pages, best first), matching facts, and the user's profile."""
+        return self.service.retrieve_memory(
+            RetrieveMemoryRequest.build(
+                query=query,
+                relationship_with_user=relationship_with_user,
+                style_hint=style_hint,
+                max_results=max_results,
+                user_id=user_id,
+                agent_name=agent_name,
+            )
+        )
+
+    @_as_tool_errors
+    def get_user_profile(
+        self,
+        include_knowledge: Annotated[bool, Field(description="Include the facts known about the user.")] = True,
+        include_assistant_knowledge: Annotated[
+            bool, Field(description="Include what the assistant itself said or did that it should stay consistent with.")
+        ] = False,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> UserProfileResult:
+        """Get what is known about the user as a whole: work, personal context, current focus,
+        history, and facts with their confidence. Call it at the start of a conversation to
+        personalise your answers, or when asked what you know about the user."""
+        return self.service.get_user_profile(
+            ProfileRequest.build(
+                include_knowledge=include_knowledge,
+                include_assistant_knowledge=include_assistant_knowledge,
+                user_id=user_id,
+                agent_name=agent_name,
+            )
+        )
+
+
+def build_server(service: MemoryService) -> MCPServer:
+    """An MCP server exposing the memory tools of `service`."""
+    server = MCPServer("memory-mcp", instructions=INSTRUCTIONS, version=__version__)
+    tools = MemoryTools(service)
+    for method, title, annotations in (
+        (tools.add_memory, "Remember an exchange", APPENDS),
+        (tools.retrieve_memory, "Recall memory", READ_ONLY),
+        (tools.get_user_profile, "User profile", READ_ONLY),
+    ):
+        description = inspect.cleandoc(method.__doc__ or "").replace("\n", " ")
+        server.add_tool(method, title=title, description=description, annotations=annotations)
+    return server

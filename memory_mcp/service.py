@@ -1,0 +1,185 @@
+"""MemoryService: the one API that the MCP tools, the command line and the tests call."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import InvalidInput
+from memory_mcp.ids import new_id
+from memory_mcp.models import (
+    AddMemoryRequest,
+    AddMemoryResult,
+    Fact,
+    KnowledgeEntry,
+    MemoryDocument,
+    Page,
+    ProfileRequest,
+    ProfileSections,
+    RetrieveMemoryRequest,
+    RetrieveMemoryResult,
+    ScoredFact,
+    ScoredKnowledge,
+    ScoredPage,
+    UserProfileResult,
+    utc_now,
+)
+from memory_mcp.retrieval import LexicalIndex, rank_texts
+from memory_mcp.store import MemoryStore, PageLog, Scope
+from memory_mcp.store.json_store import JsonStore
+
+ScoredT = TypeVar("ScoredT", ScoredFact, ScoredKnowledge)
+
+EXTRACTION_OFF_NOTE = (
+    "Structured memory (profile sections and facts) is off: no LLM endpoint is configured. "
+    "Set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key "
+    "(or OPENAI_API_KEY) to turn it on. Verbatim memory and retrieval work without it."
+)
+EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
+
+
+@dataclass
+class _PageIndex:
+    """A scope's search index and which page log it reflects."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    generation: int = -1
+    index: LexicalIndex = field(default_factory=LexicalIndex)
+
+
+class MemoryService:
+    """Stores exchanges per user, ranks them against queries, and serves the structured profile."""
+
+    def __init__(self, settings: Settings, store: MemoryStore | None = None) -> None:
+        self.settings = settings
+        self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
+        self._indexes: dict[Scope, _PageIndex] = {}
+        self._indexes_guard = threading.Lock()
+
+    # --- tools ----------------------------------------------------------------------------
+
+    def add_memory(self, request: AddMemoryRequest) -> AddMemoryResult:
+        """Store one exchange verbatim; it is on disk (fsync'd) when this returns."""
+        self._check_sizes(request)
+        scope = self._scope(request.user_id, request.agent_name)
+        page = Page(
+            page_id=new_id("page"),
+            user_input=request.user_input,
+            agent_response=request.agent_response,
+            timestamp=request.timestamp or utc_now(),
+            meta_data=request.meta_data,
+            thread_id=request.thread_id,
+        )
+        self.store.append_page(scope, page)
+        return AddMemoryResult(
+            message="Remembered. retrieve_memory will find this exchange from now on.",
+            page_id=page.page_id,
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            thread_id=page.thread_id,
+            timestamp=page.timestamp,
+        )
+
+    def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
+        """Recent exchanges, the older ones most relevant to the query, and what is known."""
+        scope = self._scope(request.user_id, request.agent_name)
+        page_log = self.store.read_pages(scope)
+        pages = page_log.pages
+        recent_start = max(0, len(pages) - self.settings.short_term_capacity)
+        hits = self._search_pages(scope, page_log, request.query, request.max_results, among_first=recent_start)
+        document = self.store.read_document(scope)
+        return RetrieveMemoryResult(
+            query=request.query,
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            relationship_with_user=request.relationship_with_user,
+            style_hint=request.style_hint,
+            short_term_memory=list(pages[recent_start:]),
+            retrieved_pages=[ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits],
+            retrieved_user_knowledge=_rank_entries(document.facts, request.query, request.max_results, ScoredFact),
+            retrieved_assistant_knowledge=_rank_entries(
+                document.assistantKnowledge, request.query, request.max_results, ScoredKnowledge
+            ),
+            user_profile=ProfileSections(user=document.user, history=document.history),
+            notes=self._notes(document),
+        )
+
+    def get_user_profile(self, request: ProfileRequest) -> UserProfileResult:
+        """The structured memory of a user: profile sections, and facts or knowledge when asked."""
+        scope = self._scope(request.user_id, request.agent_name)
+        document = self.store.read_document(scope)
+        facts = sorted(document.facts, key=lambda fact: -fact.confidence) if request.include_knowledge else None
+        knowledge = list(document.assistantKnowledge) if request.include_assistant_knowledge else None
+        return UserProfileResult(
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            user=document.user,
+            history=document.history,
+            facts=facts,
+            assistant_knowledge=knowledge,
+            lastUpdated=document.lastUpdated,
+            notes=self._notes(document),
+        )
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _scope(self, user_id: str | None, agent_name: str | None) -> Scope:
+        return Scope(user_id or self.settings.user_id, agent_name or self.settings.assistant_id)
+
+    def _check_sizes(self, request: AddMemoryRequest) -> None:
+        limit = self.settings.max_text_chars
+        for name in ("user_input", "agent_response"):
+            if len(getattr(request, name)) > limit:
+                raise InvalidInput(f"{name} is longer than {limit} characters (max_text_chars); store less of it")
+        if not request.user_input.strip() and not request.agent_response.strip():
+            raise InvalidInput("user_input and agent_response are both empty: there is nothing to remember")
+        if request.meta_data is not None:
+            size = len(json.dumps(request.meta_data, ensure_ascii=False, separators=(",", ":")).encode())
+            if size > self.settings.max_meta_data_bytes:
+                raise InvalidInput(
+                    f"meta_data is {size} bytes as JSON, over the {self.settings.max_meta_data_bytes} allowed "
+                    "(max_meta_data_bytes)"
+                )
+
+    def _search_pages(
+        self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int
+    ) -> list[tuple[int, float]]:
+        """Rank the scope's pages, bringing its index up to date with the log first."""
+        if among_first <= 0 or not query.strip():
+            return []
+        with self._indexes_guard:
+            entry = self._indexes.setdefault(scope, _PageIndex())
+        with entry.lock:
+            if entry.generation != page_log.generation:
+                entry.index, entry.generation = LexicalIndex(), page_log.generation
+            pages = page_log.pages
+            entry.index.extend(_page_text(page) for page in pages[len(entry.index) : len(pages)])
+            return entry.index.search(query, limit, among_first=among_first)
+
+    def _notes(self, document: MemoryDocument) -> list[str]:
+        notes = []
+        if not self.settings.llm_configured or not self.settings.memory.enabled:
+            notes.append(EXTRACTION_OFF_NOTE)
+        if document.is_empty():
+            notes.append(EMPTY_PROFILE_NOTE)
+        return notes
+
+
+def _page_text(page: Page) -> str:
+    return f"{page.user_input}\n{page.agent_response}"
+
+
+def _rank_entries(
+    entries: Sequence[Fact | KnowledgeEntry], query: str, limit: int, scored: type[ScoredT]
+) -> list[ScoredT]:
+    """Entries sharing words with the query, best first; with no query, the most confident."""
+    if query.strip():
+        hits = rank_texts(query, [entry.content for entry in entries], limit)
+    else:
+        order = sorted(range(len(entries)), key=lambda i: -entries[i].confidence)[:limit]
+        hits = [(i, entries[i].confidence) for i in order]
+    return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in hits]

@@ -1,0 +1,56 @@
+"""The storage interface the service depends on; backends live beside it.
+
+Everything above this package sees only `MemoryStore`, so a database backend can stand next to
+the JSON files without any caller knowing which one is in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from memory_mcp.models import MemoryDocument, Page
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose memory: a user, or one agent of that user (agent_name None = the user's own)."""
+
+    user_id: str
+    agent_name: str | None = None
+
+    def describe(self) -> str:
+        return self.user_id if self.agent_name is None else f"{self.user_id}/{self.agent_name}"
+
+
+@dataclass(frozen=True)
+class PageLog:
+    """The pages of one scope in the order they were added.
+
+    `generation` changes whenever the log was replaced rather than appended to, so an index
+    built over `pages[:n]` knows it may extend itself only while the generation is unchanged.
+    The sequence is shared: callers read it and never mutate it.
+    """
+
+    generation: int
+    pages: Sequence[Page]
+
+
+class MemoryStore(Protocol):
+    """Durable per-scope storage of verbatim pages and the structured memory document."""
+
+    def append_page(self, scope: Scope, page: Page) -> None:
+        """Store `page` durably before returning; concurrent appenders never lose or mix records."""
+
+    def read_pages(self, scope: Scope) -> PageLog:
+        """All pages of `scope`, including those other processes appended since the last read."""
+
+    def read_document(self, scope: Scope) -> MemoryDocument:
+        """The scope's memory document (empty if none was written). Treat it as read-only."""
+
+    def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
+        """Atomically replace the scope's document; returns what was stored (with lastUpdated)."""
+
+    def list_users(self) -> list[str]:
+        """Ids of every user with stored memory, sorted."""

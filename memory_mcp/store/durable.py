@@ -1,0 +1,112 @@
+"""File primitives that survive a crash at any instant: durable append, atomic replace.
+
+Nothing here knows about memory; the JSON store composes these with its layout and locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
+_TAIL_SCAN_CHUNK = 64 * 1024
+
+
+def ensure_directory(path: Path) -> None:
+    """Create `path` and any missing parents, each readable by its owner only.
+
+    (`mkdir(parents=True)` would give the parents default permissions, exposing the data root.)
+    """
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=DIRECTORY_MODE, exist_ok=True)
+
+
+def fsync_directory(path: Path) -> None:
+    """fsync a directory: a created or renamed file is not durable until its parent entry is."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_record(path: Path, record: bytes) -> int:
+    """Append one newline-terminated record and fsync it; return the file size before the append.
+
+    The caller must hold the file's lock. An unfinished record left by a writer that crashed
+    mid-append is cut off first, so it can never fuse with this one into a corrupt line.
+    """
+    if not record.endswith(b"\n") or b"\n" in record[:-1]:
+        raise ValueError("a record is exactly one line ending in a newline")
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        size = _cut_unfinished_tail(fd, path)
+        _write_all(fd, record)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_directory(path.parent)
+    return size
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that readers see the old file or the new one, never a mix.
+
+    Temp file in the same directory (rename is atomic only within a filesystem), fsync it,
+    rename over the target, then fsync the directory so the rename itself is durable.
+    """
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _cut_unfinished_tail(fd: int, path: Path) -> int:
+    """Truncate bytes after the last newline (an interrupted, never-acknowledged append)."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    keep = _end_of_last_line(fd, size)
+    log.warning("%s: dropping %d bytes of an interrupted write at its end", path, size - keep)
+    os.ftruncate(fd, keep)
+    return keep
+
+
+def _end_of_last_line(fd: int, size: int) -> int:
+    """Offset just past the last newline in the file, or 0 when there is none."""
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_SCAN_CHUNK)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0

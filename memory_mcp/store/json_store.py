@@ -1,0 +1,221 @@
+"""The embedded default backend: one directory per user (and per agent), plain files inside.
+
+    {root}/users/{user_id}/memory.json                    structured memory (DeerFlow schema)
+    {root}/users/{user_id}/pages.jsonl                    verbatim exchanges, one JSON per line
+    {root}/users/{user_id}/agents/{agent_name}/...        the same, for one agent of that user
+
+The page log is append-only, so adding costs the same at any history size. Several processes
+may share a data directory: writers take a per-scope file lock, and readers notice other
+processes' changes from the files' size and identity and read only what is new.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from filelock import FileLock
+from pydantic import ValidationError
+
+from memory_mcp.errors import StorageError
+from memory_mcp.ids import validate_identifier
+from memory_mcp.models import MemoryDocument, Page, utc_now
+from memory_mcp.store import PageLog, Scope
+from memory_mcp.store.durable import FILE_MODE, append_record, atomic_write, ensure_directory
+
+log = logging.getLogger(__name__)
+
+MEMORY_FILE = "memory.json"
+PAGES_FILE = "pages.jsonl"
+LOCK_FILE = ".lock"
+
+_generations = itertools.count(1)
+
+
+@dataclass
+class _LogCache:
+    """What this process has read of one page log."""
+
+    inode: int
+    generation: int = field(default_factory=lambda: next(_generations))
+    pages: list[Page] = field(default_factory=list)
+    offset: int = 0  # bytes consumed: always just past a newline
+    lines: int = 0
+    unfinished_reported_at: int = -1
+
+
+@dataclass
+class _DocumentCache:
+    signature: tuple[int, int, int]  # inode, mtime_ns, size
+    document: MemoryDocument
+
+
+@dataclass
+class _ScopeState:
+    lock: threading.Lock
+    file_lock: FileLock
+    log: _LogCache | None = None
+    document: _DocumentCache | None = None
+
+
+class JsonStore:
+    """`MemoryStore` over JSON files; safe across threads and across processes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._states: dict[Scope, _ScopeState] = {}
+        self._states_guard = threading.Lock()
+
+    # --- layout ---------------------------------------------------------------------------
+
+    def scope_dir(self, scope: Scope) -> Path:
+        user_dir = self.root / "users" / validate_identifier("user_id", scope.user_id)
+        if scope.agent_name is None:
+            return user_dir
+        return user_dir / "agents" / validate_identifier("agent_name", scope.agent_name)
+
+    def list_users(self) -> list[str]:
+        users_dir = self.root / "users"
+        if not users_dir.is_dir():
+            return []
+        return sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir() and _is_identifier(entry.name))
+
+    # --- pages ----------------------------------------------------------------------------
+
+    def append_page(self, scope: Scope, page: Page) -> None:
+        record = (page.model_dump_json() + "\n").encode("utf-8")
+        state = self._state(scope)
+        path = self.scope_dir(scope) / PAGES_FILE
+        with state.lock, self._file_lock(state, scope):
+            try:
+                size_before = append_record(path, record)
+            except OSError as exc:
+                raise StorageError(f"could not store the page for {scope.describe()}: {exc.strerror or exc}") from exc
+            cache = state.log
+            # Extend the cache in place only if it had read exactly up to where this record went.
+            if cache is not None and cache.offset == size_before and cache.inode == path.stat().st_ino:
+                cache.pages.append(page)
+                cache.offset += len(record)
+                cache.lines += 1
+
+    def read_pages(self, scope: Scope) -> PageLog:
+        state = self._state(scope)
+        path = self.scope_dir(scope) / PAGES_FILE
+        with state.lock:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                if state.log is None or state.log.inode != 0:
+                    state.log = _LogCache(inode=0)
+                return PageLog(state.log.generation, state.log.pages)
+            cache = state.log
+            if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
+                cache = state.log = _LogCache(inode=stat.st_ino)
+            if stat.st_size > cache.offset:
+                with self._file_lock(state, scope):
+                    self._read_new_records(path, cache, scope)
+            return PageLog(cache.generation, cache.pages)
+
+    def _read_new_records(self, path: Path, cache: _LogCache, scope: Scope) -> None:
+        """Parse what was appended since the last read. Called holding the file lock, so an
+        unterminated last line is an interrupted write, not one still in progress."""
+        try:
+            with path.open("rb") as stream:
+                stream.seek(cache.offset)
+                data = stream.read()
+        except OSError as exc:
+            raise StorageError(f"could not read the pages of {scope.describe()}: {exc.strerror or exc}") from exc
+        complete_end = data.rfind(b"\n") + 1
+        new_pages = []
+        for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
+            try:
+                new_pages.append(Page.model_validate_json(line))
+            except ValidationError:
+                raise StorageError(
+                    f"{path} line {number} is not a valid page record; the file was left untouched "
+                    "(fix or remove that line)"
+                ) from None
+        cache.pages.extend(new_pages)
+        cache.lines += len(new_pages)
+        cache.offset += complete_end
+        unfinished = len(data) - complete_end
+        if unfinished and cache.unfinished_reported_at != cache.offset:
+            cache.unfinished_reported_at = cache.offset
+            log.warning("%s ends with %d bytes of an interrupted write; ignoring them", path, unfinished)
+
+    # --- structured memory ----------------------------------------------------------------
+
+    def read_document(self, scope: Scope) -> MemoryDocument:
+        state = self._state(scope)
+        path = self.scope_dir(scope) / MEMORY_FILE
+        with state.lock:
+            return self._current_document(state, path)
+
+    def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
+        stored = document.model_copy(update={"lastUpdated": utc_now()})
+        data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
+        state = self._state(scope)
+        path = self.scope_dir(scope) / MEMORY_FILE
+        with state.lock, self._file_lock(state, scope):
+            try:
+                atomic_write(path, data.encode("utf-8"))
+                stat = path.stat()
+            except OSError as exc:
+                raise StorageError(f"could not save memory for {scope.describe()}: {exc.strerror or exc}") from exc
+            state.document = _DocumentCache(_signature(stat), stored)
+        return stored
+
+    def _current_document(self, state: _ScopeState, path: Path) -> MemoryDocument:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            state.document = None
+            return MemoryDocument()
+        if state.document is not None and state.document.signature == _signature(stat):
+            return state.document.document
+        try:
+            raw = path.read_bytes()
+            document = MemoryDocument.model_validate(json.loads(raw))
+        except OSError as exc:
+            raise StorageError(f"could not read {path}: {exc.strerror or exc}") from exc
+        except (ValueError, ValidationError) as exc:
+            reason = str(exc).splitlines()[0]
+            raise StorageError(
+                f"{path} is not a valid memory document ({reason}); it was left untouched: fix it or restore "
+                "a backup, and this user's memory will load again"
+            ) from None
+        state.document = _DocumentCache(_signature(stat), document)
+        return document
+
+    # --- locking --------------------------------------------------------------------------
+
+    def _state(self, scope: Scope) -> _ScopeState:
+        with self._states_guard:
+            state = self._states.get(scope)
+            if state is None:
+                lock_path = self.scope_dir(scope) / LOCK_FILE
+                state = _ScopeState(lock=threading.Lock(), file_lock=FileLock(lock_path, mode=FILE_MODE, thread_local=False))
+                self._states[scope] = state
+            return state
+
+    def _file_lock(self, state: _ScopeState, scope: Scope) -> FileLock:
+        """The cross-process lock of a scope; its directory is created on first use."""
+        ensure_directory(self.scope_dir(scope))
+        return state.file_lock
+
+
+def _signature(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _is_identifier(name: str) -> bool:
+    try:
+        validate_identifier("user_id", name)
+    except ValueError:
+        return False
+    return True
