@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,13 +48,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memory_mcp.service import MemoryService
 
     service = MemoryService(settings)
-    extraction = "on" if settings.llm_configured and settings.memory.enabled else "off (no LLM endpoint configured)"
     log.info(
         "memory-mcp %s on %s; data in %s; structured memory %s",
         __version__,
         args.transport,
         settings.data_storage_path,
-        extraction,
+        f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
     )
-    build_server(service).run(transport=args.transport)
+    # SIGTERM ends the server the way closing stdin does, so pending updates get their flush.
+    signal.signal(signal.SIGTERM, _interrupt)
+    service.start()
+    try:
+        build_server(service).run(transport=args.transport)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

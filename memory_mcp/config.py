@@ -39,6 +39,14 @@ class MemorySettings(BaseModel):
     token_counting: Literal["tiktoken", "char"] = Field(
         "tiktoken", description="'tiktoken' counts exactly (bundled offline); 'char' estimates from characters."
     )
+    max_concurrent_updates: int = Field(2, ge=1, le=16, description="Users whose memory is updated at the same time.")
+    llm_timeout_seconds: float = Field(60, gt=0, le=600, description="Longest wait for one LLM reply.")
+    llm_max_attempts: int = Field(
+        3, ge=1, le=10, description="Tries per update on timeouts, 429 and 5xx; then it waits and retries later."
+    )
+    shutdown_flush_seconds: float = Field(
+        10, ge=0, le=300, description="At shutdown, time given to pending updates; the rest resume at next start."
+    )
 
 
 class Settings(BaseModel):

@@ -17,3 +17,15 @@ class NotFound(MemoryServiceError):
 
 class StorageError(MemoryServiceError):
     """Stored data could not be read or written; the files were left as they were."""
+
+
+class LLMError(MemoryServiceError):
+    """The LLM endpoint did not give a usable answer; pending work stays pending."""
+
+
+class LLMTransientError(LLMError):
+    """Worth retrying: timeout, connection failure, rate limit, server error, unparseable reply."""
+
+
+class LLMPermanentError(LLMError):
+    """Retrying will not help until the configuration changes: bad key, unknown model, bad request."""

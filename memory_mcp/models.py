@@ -112,6 +112,20 @@ class KnowledgeEntry(BaseModel):
     source: str = "unknown"
 
 
+class AnalysisProgress(BaseModel):
+    """How far the updater has read the page log, so that a restart resumes instead of losing work.
+
+    Page numbers are positions in the append-only log. A page is analysed when its number is below
+    `allBefore`, or below the entry of its thread in `threads` (thread "" = pages without one).
+    Entries at or below `allBefore` are dropped, so the map stays small however many threads pass.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    allBefore: int = Field(0, ge=0)
+    threads: dict[str, int] = Field(default_factory=dict)
+
+
 class MemoryDocument(BaseModel):
     """memory.json: the structured memory of one user (or one user's agent).
 
@@ -126,6 +140,7 @@ class MemoryDocument(BaseModel):
     history: HistorySections = Field(default_factory=HistorySections)
     facts: list[Fact] = Field(default_factory=list)
     assistantKnowledge: list[KnowledgeEntry] = Field(default_factory=list)
+    analysis: AnalysisProgress = Field(default_factory=AnalysisProgress)
 
     def is_empty(self) -> bool:
         sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
@@ -199,6 +214,10 @@ class RetrieveMemoryRequest(_Request):
     relationship_with_user: str = "friend"
     style_hint: str = ""
     max_results: int = Field(10, ge=1, le=100)
+
+
+class FlushRequest(_Request):
+    pass
 
 
 class ProfileRequest(_Request):
@@ -296,3 +315,19 @@ class UserProfileResult(BaseModel):
     assistant_knowledge: list[KnowledgeEntry] | None = None
     lastUpdated: str
     notes: list[str] = Field(default_factory=list, description="Why the profile is empty, when it is.")
+
+
+class FlushResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    extraction: Literal["on", "off"]
+    pages_analysed: int
+    llm_calls: int
+    facts_added: list[str]
+    facts_removed: list[str]
+    sections_updated: list[str]
+    assistant_knowledge_added: list[str]
+    pending_pages: int = Field(description="Exchanges still awaiting analysis after this flush.")
+    errors: list[str]
+    notes: list[str] = Field(default_factory=list)

@@ -98,9 +98,12 @@ class LexicalIndex:
             del documents, frequencies  # release the buffer exports before the arrays may grow again
         scores = scores[:candidates]
         top = min(limit, candidates)
-        best = np.argpartition(-scores, top - 1)[:top] if top < candidates else np.arange(candidates)
-        # Ties go to the more recent exchange.
-        return sorted(((int(i), float(scores[i])) for i in best if scores[i] > 0), key=lambda hit: (-hit[1], -hit[0]))
+        # Keep every document scoring at least the top-th best, so that ties at the cut are all
+        # seen by the sort below, which hands them to the more recent exchange.
+        threshold = np.partition(scores, candidates - top)[candidates - top] if top < candidates else 0.0
+        best = np.flatnonzero((scores >= threshold) & (scores > 0))
+        ranked = sorted(((int(i), float(scores[i])) for i in best), key=lambda hit: (-hit[1], -hit[0]))
+        return ranked[:top]
 
 
 def rank_texts(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:

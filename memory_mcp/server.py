@@ -23,6 +23,8 @@ from memory_mcp.models import (
     TIMESTAMP_RULE,
     AddMemoryRequest,
     AddMemoryResult,
+    FlushRequest,
+    FlushResult,
     ProfileRequest,
     RetrieveMemoryRequest,
     RetrieveMemoryResult,
@@ -49,6 +51,8 @@ AgentName = Annotated[
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+# Flushing twice changes nothing more; it calls the configured LLM, an outside service.
+FLUSHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -159,6 +163,14 @@ class MemoryTools:
             )
         )
 
+    @_as_tool_errors
+    def flush_memory(self, user_id: UserId = None, agent_name: AgentName = None) -> FlushResult:
+        """Update the user's structured memory (profile and facts) from every exchange still
+        waiting, now instead of after the usual quiet period. Call it when the user asks what you
+        know about them right after telling you something, or before ending a session. Returns what
+        changed and what is still pending."""
+        return self.service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
+
 
 def build_server(service: MemoryService) -> MCPServer:
     """An MCP server exposing the memory tools of `service`."""
@@ -168,6 +180,7 @@ def build_server(service: MemoryService) -> MCPServer:
         (tools.add_memory, "Remember an exchange", APPENDS),
         (tools.retrieve_memory, "Recall memory", READ_ONLY),
         (tools.get_user_profile, "User profile", READ_ONLY),
+        (tools.flush_memory, "Update structured memory now", FLUSHES),
     ):
         description = inspect.cleandoc(method.__doc__ or "").replace("\n", " ")
         server.add_tool(method, title=title, description=description, annotations=annotations)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.errors import InvalidInput, StorageError
 from memory_mcp.ids import new_id
+from memory_mcp.llm import ChatClient, RetryPolicy
 from memory_mcp.models import (
     AddMemoryRequest,
     AddMemoryResult,
     Fact,
+    FlushRequest,
+    FlushResult,
     KnowledgeEntry,
     MemoryDocument,
     Page,
@@ -28,9 +32,14 @@ from memory_mcp.models import (
     UserProfileResult,
     utc_now,
 )
+from memory_mcp.pending import thread_key
+from memory_mcp.queue import UpdateQueue
 from memory_mcp.retrieval import LexicalIndex, rank_texts
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.json_store import JsonStore
+from memory_mcp.updater import Updater, UpdateReport, pending_threads
+
+log = logging.getLogger(__name__)
 
 ScoredT = TypeVar("ScoredT", ScoredFact, ScoredKnowledge)
 
@@ -39,6 +48,7 @@ EXTRACTION_OFF_NOTE = (
     "Set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key "
     "(or OPENAI_API_KEY) to turn it on. Verbatim memory and retrieval work without it."
 )
+EXTRACTION_DISABLED_NOTE = "Structured memory is disabled (memory.enabled is false): only verbatim memory is kept."
 EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
 
 
@@ -59,6 +69,37 @@ class MemoryService:
         self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
         self._indexes: dict[Scope, _PageIndex] = {}
         self._indexes_guard = threading.Lock()
+        self._updater: Updater | None = None
+        self._queue: UpdateQueue | None = None
+        if self.extraction_on:
+            memory = settings.memory
+            chat = ChatClient(
+                base_url=settings.openai_base_url,
+                api_key=settings.openai_api_key,
+                model=settings.llm_model,
+                timeout=memory.llm_timeout_seconds,
+                retry=RetryPolicy(attempts=memory.llm_max_attempts),
+            )
+            self._updater = Updater(settings, self.store, chat)
+            self._queue = UpdateQueue(self._run_update, memory.debounce_seconds, memory.max_concurrent_updates)
+
+    @property
+    def extraction_on(self) -> bool:
+        return self.settings.memory.enabled and self.settings.llm_configured
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background updater and, off the caller's thread, resume work left pending."""
+        if self._queue is not None:
+            self._queue.start()
+            threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
+
+    def close(self) -> int:
+        """Give pending updates `shutdown_flush_seconds` to finish; return how many were left."""
+        if self._queue is None:
+            return 0
+        return self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
 
     # --- tools ----------------------------------------------------------------------------
 
@@ -75,6 +116,8 @@ class MemoryService:
             thread_id=request.thread_id,
         )
         self.store.append_page(scope, page)
+        if self._queue is not None:
+            self._queue.notify(scope, thread_key(page))
         return AddMemoryResult(
             message="Remembered. retrieve_memory will find this exchange from now on.",
             page_id=page.page_id,
@@ -125,7 +168,50 @@ class MemoryService:
             notes=self._notes(document),
         )
 
+    def flush_memory(self, request: FlushRequest) -> FlushResult:
+        """Analyse everything pending for the scope now, and say what changed."""
+        scope = self._scope(request.user_id, request.agent_name)
+        report = UpdateReport()
+        if self._queue is not None:
+            report = self._queue.run_now(scope, lambda: list(pending_threads(self.store, scope)))
+        pending = sum(pending_threads(self.store, scope).values())
+        notes = self._extraction_notes()
+        if pending and not notes:
+            notes.append(f"{pending} exchanges are still pending; they are retried automatically.")
+        return FlushResult(
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            extraction="on" if self.extraction_on else "off",
+            pages_analysed=report.pages_analysed,
+            llm_calls=report.llm_calls,
+            facts_added=report.facts_added,
+            facts_removed=report.facts_removed,
+            sections_updated=report.sections_updated,
+            assistant_knowledge_added=report.knowledge_added,
+            pending_pages=pending,
+            errors=report.errors,
+            notes=notes,
+        )
+
     # --- internals ------------------------------------------------------------------------
+
+    def _run_update(self, scope: Scope, thread: str) -> UpdateReport:
+        """One queued update, with the scope's update right held across threads and processes."""
+        assert self._updater is not None
+        with self.store.exclusive_updates(scope) as acquired:
+            if not acquired:
+                return UpdateReport(errors=["another process is updating this memory; will retry"])
+            return self._updater.update_thread(scope, thread)
+
+    def _resume_pending(self) -> None:
+        assert self._queue is not None
+        for scope in self.store.list_scopes():
+            try:
+                threads = pending_threads(self.store, scope)
+            except StorageError as exc:
+                log.warning("not resuming updates for %s: %s", scope.describe(), exc)
+                continue
+            self._queue.resume((scope, thread) for thread in threads)
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         return Scope(user_id or self.settings.user_id, agent_name or self.settings.assistant_id)
@@ -160,10 +246,13 @@ class MemoryService:
             entry.index.extend(_page_text(page) for page in pages[len(entry.index) : len(pages)])
             return entry.index.search(query, limit, among_first=among_first)
 
+    def _extraction_notes(self) -> list[str]:
+        if not self.settings.memory.enabled:
+            return [EXTRACTION_DISABLED_NOTE]
+        return [] if self.settings.llm_configured else [EXTRACTION_OFF_NOTE]
+
     def _notes(self, document: MemoryDocument) -> list[str]:
-        notes = []
-        if not self.settings.llm_configured or not self.settings.memory.enabled:
-            notes.append(EXTRACTION_OFF_NOTE)
+        notes = self._extraction_notes()
         if document.is_empty():
             notes.append(EMPTY_PROFILE_NOTE)
         return notes

@@ -14,11 +14,13 @@ PARAMETERS = {
     "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],
     "retrieve_memory": ["query", "relationship_with_user", "style_hint", "max_results", "user_id", "agent_name"],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
+    "flush_memory": ["user_id", "agent_name"],
 }
 REQUIRED = {
     "add_memory": ["user_input", "agent_response"],
     "retrieve_memory": ["query"],
     "get_user_profile": [],
+    "flush_memory": [],
 }
 RESULT_FIELDS = {
     "add_memory": {"status", "message", "page_id", "user_id", "agent_name", "thread_id", "timestamp"},
@@ -29,6 +31,10 @@ RESULT_FIELDS = {
     },
     "get_user_profile": {
         "status", "user_id", "agent_name", "user", "history", "facts", "assistant_knowledge", "lastUpdated", "notes",
+    },
+    "flush_memory": {
+        "status", "user_id", "agent_name", "extraction", "pages_analysed", "llm_calls", "facts_added",
+        "facts_removed", "sections_updated", "assistant_knowledge_added", "pending_pages", "errors", "notes",
     },
 }
 PAGE_FIELDS = {"page_id", "user_input", "agent_response", "timestamp", "meta_data", "thread_id"}

@@ -6,7 +6,8 @@ the JSON files without any caller knowing which one is in use.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,7 +51,18 @@ class MemoryStore(Protocol):
         """The scope's memory document (empty if none was written). Treat it as read-only."""
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
-        """Atomically replace the scope's document; returns what was stored (with lastUpdated)."""
+        """Atomically replace the scope's document; returns what was stored (with lastUpdated).
+        Raises StorageError, writing nothing, if the current document is damaged."""
+
+    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
+        """Read, change and write the document under the scope's lock, so no concurrent edit is lost."""
+
+    def exclusive_updates(self, scope: Scope) -> AbstractContextManager[bool]:
+        """Claim the right to run the memory updater on `scope`, across threads and processes.
+        Yields False at once (never waits) when someone else holds it."""
 
     def list_users(self) -> list[str]:
         """Ids of every user with stored memory, sorted."""
+
+    def list_scopes(self) -> list[Scope]:
+        """Every user and every agent of a user with stored memory."""

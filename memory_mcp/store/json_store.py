@@ -14,12 +14,13 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from memory_mcp.errors import StorageError
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
 LOCK_FILE = ".lock"
+UPDATE_LOCK_FILE = ".update.lock"
 
 _generations = itertools.count(1)
 
@@ -51,7 +53,7 @@ class _LogCache:
 
 @dataclass
 class _DocumentCache:
-    signature: tuple[int, int, int]  # inode, mtime_ns, size
+    raw: bytes
     document: MemoryDocument
 
 
@@ -59,6 +61,8 @@ class _DocumentCache:
 class _ScopeState:
     lock: threading.Lock
     file_lock: FileLock
+    update_guard: threading.Lock
+    update_file_lock: FileLock
     log: _LogCache | None = None
     document: _DocumentCache | None = None
 
@@ -80,10 +84,14 @@ class JsonStore:
         return user_dir / "agents" / validate_identifier("agent_name", scope.agent_name)
 
     def list_users(self) -> list[str]:
-        users_dir = self.root / "users"
-        if not users_dir.is_dir():
-            return []
-        return sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir() and _is_identifier(entry.name))
+        return _identifier_dirs(self.root / "users")
+
+    def list_scopes(self) -> list[Scope]:
+        scopes = []
+        for user_id in self.list_users():
+            scopes.append(Scope(user_id))
+            scopes.extend(Scope(user_id, agent) for agent in _identifier_dirs(self.root / "users" / user_id / "agents"))
+        return scopes
 
     # --- pages ----------------------------------------------------------------------------
 
@@ -157,39 +165,67 @@ class JsonStore:
             return self._current_document(state, path)
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
-        stored = document.model_copy(update={"lastUpdated": utc_now()})
-        data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
+        return self.update_document(scope, lambda _current: document)
+
+    def update_document(
+        self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]
+    ) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
         with state.lock, self._file_lock(state, scope):
+            # Reading first also means a damaged file is reported, never overwritten.
+            current = self._current_document(state, path)
+            stored = change(current).model_copy(update={"lastUpdated": utc_now()})
+            data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
+            raw = data.encode("utf-8")
             try:
-                atomic_write(path, data.encode("utf-8"))
-                stat = path.stat()
+                atomic_write(path, raw)
             except OSError as exc:
                 raise StorageError(f"could not save memory for {scope.describe()}: {exc.strerror or exc}") from exc
-            state.document = _DocumentCache(_signature(stat), stored)
+            state.document = _DocumentCache(raw, stored)
         return stored
 
-    def _current_document(self, state: _ScopeState, path: Path) -> MemoryDocument:
+    @contextmanager
+    def exclusive_updates(self, scope: Scope) -> Iterator[bool]:
+        state = self._state(scope)
+        if not state.update_guard.acquire(blocking=False):
+            yield False
+            return
         try:
-            stat = path.stat()
+            ensure_directory(self.scope_dir(scope))
+            try:
+                state.update_file_lock.acquire(timeout=0)
+            except Timeout:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                state.update_file_lock.release()
+        finally:
+            state.update_guard.release()
+
+    def _current_document(self, state: _ScopeState, path: Path) -> MemoryDocument:
+        """The document as on disk now. The bytes are compared rather than the file's mtime and
+        inode: renames recycle inodes and mtimes are coarse, so those can miss another process's write."""
+        try:
+            raw = path.read_bytes()
         except FileNotFoundError:
             state.document = None
             return MemoryDocument()
-        if state.document is not None and state.document.signature == _signature(stat):
-            return state.document.document
-        try:
-            raw = path.read_bytes()
-            document = MemoryDocument.model_validate(json.loads(raw))
         except OSError as exc:
             raise StorageError(f"could not read {path}: {exc.strerror or exc}") from exc
+        if state.document is not None and state.document.raw == raw:
+            return state.document.document
+        try:
+            document = MemoryDocument.model_validate(json.loads(raw))
         except (ValueError, ValidationError) as exc:
             reason = str(exc).splitlines()[0]
             raise StorageError(
                 f"{path} is not a valid memory document ({reason}); it was left untouched: fix it or restore "
                 "a backup, and this user's memory will load again"
             ) from None
-        state.document = _DocumentCache(_signature(stat), document)
+        state.document = _DocumentCache(raw, document)
         return document
 
     # --- locking --------------------------------------------------------------------------
@@ -198,8 +234,13 @@ class JsonStore:
         with self._states_guard:
             state = self._states.get(scope)
             if state is None:
-                lock_path = self.scope_dir(scope) / LOCK_FILE
-                state = _ScopeState(lock=threading.Lock(), file_lock=FileLock(lock_path, mode=FILE_MODE, thread_local=False))
+                directory = self.scope_dir(scope)
+                state = _ScopeState(
+                    lock=threading.Lock(),
+                    file_lock=FileLock(directory / LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    update_guard=threading.Lock(),
+                    update_file_lock=FileLock(directory / UPDATE_LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                )
                 self._states[scope] = state
             return state
 
@@ -209,8 +250,11 @@ class JsonStore:
         return state.file_lock
 
 
-def _signature(stat: os.stat_result) -> tuple[int, int, int]:
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+def _identifier_dirs(parent: Path) -> list[str]:
+    """Names of the subdirectories that are valid ids, sorted (anything else is not ours)."""
+    if not parent.is_dir():
+        return []
+    return sorted(entry.name for entry in parent.iterdir() if entry.is_dir() and _is_identifier(entry.name))
 
 
 def _is_identifier(name: str) -> bool:

@@ -1,0 +1,37 @@
+"""Which pages still await analysis, and how to record that some now have been.
+
+Pure functions over the page log and the document's `analysis` progress; the updater stores the
+new progress in the same atomic write as the memory it extracted, so a crash can neither lose
+pending work nor apply it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memory_mcp.models import AnalysisProgress, Page
+
+
+def thread_key(page: Page) -> str:
+    """The thread a page belongs to; pages without one share the thread ""."""
+    return page.thread_id or ""
+
+
+def pending_by_thread(pages: Sequence[Page], progress: AnalysisProgress) -> dict[str, list[int]]:
+    """Numbers of the pages not yet analysed, grouped by thread, each list in log order."""
+    pending: dict[str, list[int]] = {}
+    for number in range(progress.allBefore, len(pages)):
+        key = thread_key(pages[number])
+        if number >= progress.threads.get(key, 0):
+            pending.setdefault(key, []).append(number)
+    return pending
+
+
+def mark_analysed(progress: AnalysisProgress, pages: Sequence[Page], key: str, last: int) -> AnalysisProgress:
+    """Progress after the pages of thread `key` numbered up to `last` were analysed."""
+    threads = dict(progress.threads)
+    threads[key] = max(threads.get(key, 0), last + 1)
+    floor = progress.allBefore
+    while floor < len(pages) and floor < threads.get(thread_key(pages[floor]), 0):
+        floor += 1
+    return AnalysisProgress(allBefore=floor, threads={k: v for k, v in threads.items() if v > floor})

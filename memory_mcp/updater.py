@@ -1,0 +1,288 @@
+"""Turning conversation into structured memory: one LLM call per batch, parsed and applied by rules.
+
+An update is applied in the same atomic write that marks its pages analysed. A reply that cannot
+be parsed, or an LLM that fails, changes nothing and leaves the pages pending for a later try.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import LLMError, LLMTransientError
+from memory_mcp.llm import ChatClient
+from memory_mcp.models import Fact, FactCategory, KnowledgeEntry, MemoryDocument, Page, Section, utc_now
+from memory_mcp.pending import mark_analysed, pending_by_thread
+from memory_mcp.prompts import build_messages
+from memory_mcp.signals import detect_signals
+from memory_mcp.store import MemoryStore, Scope
+
+MAX_BATCH_PAGES = 20
+USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+_THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_UPLOAD = re.compile(
+    r"\b(?:upload(?:ed|s|ing)?|attach(?:ed|es|ing|ment|ments)?)\b[^.!?。！？]*\bfiles?\b|"
+    r"\bfiles?\b[^.!?。！？]*\b(?:upload(?:ed|s|ing)?|attach(?:ed|ment|ments)?)\b|上传",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*\s*")
+
+
+class ReplyError(LLMTransientError):
+    """The reply held no usable update (invalid, truncated, or the wrong shape)."""
+
+
+class SectionUpdate(BaseModel):
+    summary: str = ""
+    shouldUpdate: bool = False
+
+
+class ProposedFact(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: str = Field(min_length=1)
+    category: FactCategory
+    confidence: float = Field(ge=0, le=1)
+    sourceError: str | None = None
+
+
+class ProposedKnowledge(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: str = Field(min_length=1)
+    confidence: float = Field(0.8, ge=0, le=1)
+
+
+class UpdateProposal(BaseModel):
+    """What the LLM asked for. Facts stay raw here: each is validated on its own when applied."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    user: dict[str, SectionUpdate] = Field(default_factory=dict)
+    history: dict[str, SectionUpdate] = Field(default_factory=dict)
+    newFacts: list[Any] = Field(default_factory=list)
+    factsToRemove: list[str] = Field(default_factory=list)
+    assistantKnowledge: list[Any] = Field(default_factory=list)
+
+
+@dataclass
+class UpdateReport:
+    """What one or more updates changed, in the terms a person checking on memory cares about."""
+
+    pages_analysed: int = 0
+    llm_calls: int = 0
+    facts_added: list[str] = field(default_factory=list)
+    facts_removed: list[str] = field(default_factory=list)
+    sections_updated: list[str] = field(default_factory=list)
+    knowledge_added: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def merge(self, other: UpdateReport) -> None:
+        self.pages_analysed += other.pages_analysed
+        self.llm_calls += other.llm_calls
+        self.facts_added += other.facts_added
+        self.facts_removed += other.facts_removed
+        self.sections_updated += [name for name in other.sections_updated if name not in self.sections_updated]
+        self.knowledge_added += other.knowledge_added
+        self.errors += other.errors
+
+
+def parse_reply(reply: str) -> UpdateProposal:
+    """Find the JSON update in a reply that may wrap it in reasoning, code fences or prose."""
+    text = _THINKING.sub("", reply)
+    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        for start in (i for i, char in enumerate(candidate) if char == "{"):
+            try:
+                value, _end = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                try:
+                    return UpdateProposal.model_validate(value)
+                except ValidationError as exc:
+                    raise ReplyError(f"LLM reply has the wrong shape: {exc.errors()[0]['msg']}") from None
+    raise ReplyError("LLM reply held no complete JSON object (invalid or truncated)")
+
+
+def apply_proposal(
+    document: MemoryDocument, proposal: UpdateProposal, source: str, settings: Settings
+) -> tuple[MemoryDocument, UpdateReport]:
+    """The document after the proposal, by the rules; raises ReplyError when it must be rejected whole."""
+    report = UpdateReport()
+    now = utc_now()
+    facts, malformed = _valid_new_facts(proposal.newFacts)
+    if malformed and proposal.factsToRemove:
+        # Removals paired with a fact we cannot read are likely a replacement gone wrong:
+        # applying only the removal would turn a correction into a loss.
+        raise ReplyError("LLM reply removes facts while one of its new facts is malformed; update rejected")
+    user = _apply_sections(document.user.model_copy(deep=True), USER_SECTIONS, proposal.user, now, report, "user")
+    history = _apply_sections(
+        document.history.model_copy(deep=True), HISTORY_SECTIONS, proposal.history, now, report, "history"
+    )
+    removing = set(proposal.factsToRemove)
+    kept = [fact for fact in document.facts if fact.id not in removing]
+    report.facts_removed = [fact.content for fact in document.facts if fact.id in removing]
+    seen = {_normalise(fact.content) for fact in kept}
+    for proposed in facts:
+        key = _normalise(proposed.content)
+        if proposed.confidence < settings.memory.fact_confidence_threshold or key in seen or _UPLOAD.search(key):
+            continue
+        seen.add(key)
+        kept.append(
+            Fact(
+                id=f"fact_{secrets.token_hex(4)}",
+                content=proposed.content.strip(),
+                category=proposed.category,
+                confidence=proposed.confidence,
+                createdAt=now,
+                source=source or "unknown",
+                sourceError=proposed.sourceError if proposed.category == "correction" else None,
+            )
+        )
+        report.facts_added.append(proposed.content.strip())
+    knowledge = _apply_knowledge(document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report)
+    updated = document.model_copy(
+        update={
+            "user": user,
+            "history": history,
+            "facts": _trim(kept, settings.memory.max_facts),
+            "assistantKnowledge": knowledge,
+        }
+    )
+    return updated, report
+
+
+class Updater:
+    """Runs updates for one thread of one scope: batches its pending pages through the LLM."""
+
+    def __init__(self, settings: Settings, store: MemoryStore, chat: ChatClient) -> None:
+        self.settings = settings
+        self.store = store
+        self.chat = chat
+
+    def update_thread(self, scope: Scope, thread: str) -> UpdateReport:
+        """Analyse every pending page of `thread`, batch by batch. The caller holds the scope's
+        exclusive update right. Stops at the first failure, leaving the rest pending."""
+        report = UpdateReport()
+        while True:
+            pages = self.store.read_pages(scope).pages
+            document = self.store.read_document(scope)
+            batch = pending_by_thread(pages, document.analysis).get(thread, [])[:MAX_BATCH_PAGES]
+            if not batch:
+                return report
+            try:
+                report.merge(self._update_batch(scope, thread, pages, document, batch))
+            except LLMError as exc:
+                report.errors.append(str(exc))
+                return report
+
+    def _update_batch(
+        self, scope: Scope, thread: str, pages: Sequence[Page], document: MemoryDocument, batch: list[int]
+    ) -> UpdateReport:
+        batch_pages = [pages[number] for number in batch]
+        signals = detect_signals(page.user_input for page in batch_pages)
+        reply = self.chat.complete(build_messages(document, batch_pages, signals))
+        proposal = parse_reply(reply)
+        outcome = UpdateReport(llm_calls=1, pages_analysed=len(batch))
+
+        def change(current: MemoryDocument) -> MemoryDocument:
+            # Applied to the document as it is now: a manual edit made during the LLM call survives.
+            updated, applied = apply_proposal(current, proposal, thread, self.settings)
+            outcome.merge(applied)
+            return updated.model_copy(update={"analysis": mark_analysed(current.analysis, pages, thread, batch[-1])})
+
+        self.store.update_document(scope, change)
+        return outcome
+
+
+def pending_threads(store: MemoryStore, scope: Scope) -> dict[str, int]:
+    """How many pages await analysis in each thread of `scope`."""
+    pages = store.read_pages(scope).pages
+    progress = store.read_document(scope).analysis
+    return {thread: len(numbers) for thread, numbers in pending_by_thread(pages, progress).items()}
+
+
+def _valid_new_facts(raw_facts: list[Any]) -> tuple[list[ProposedFact], bool]:
+    facts, malformed = [], False
+    for raw in raw_facts:
+        try:
+            facts.append(ProposedFact.model_validate(raw))
+        except ValidationError:
+            malformed = True
+    return facts, malformed
+
+
+def _apply_sections(
+    sections: Any, names: tuple[str, ...], updates: dict[str, SectionUpdate], now: str, report: UpdateReport, group: str
+) -> Any:
+    for name in names:
+        update = updates.get(name)
+        if update is None or not update.shouldUpdate:
+            continue
+        summary = _strip_upload_mentions(update.summary)
+        if summary:
+            setattr(sections, name, Section(summary=summary, updatedAt=now))
+            report.sections_updated.append(f"{group}.{name}")
+    return sections
+
+
+def _apply_knowledge(
+    existing: list[KnowledgeEntry],
+    raw_entries: list[Any],
+    source: str,
+    now: str,
+    settings: Settings,
+    report: UpdateReport,
+) -> list[KnowledgeEntry]:
+    entries = list(existing)
+    seen = {_normalise(entry.content) for entry in entries}
+    for raw in raw_entries:
+        try:
+            proposed = ProposedKnowledge.model_validate({"content": raw} if isinstance(raw, str) else raw)
+        except ValidationError:
+            continue
+        key = _normalise(proposed.content)
+        if key in seen or _UPLOAD.search(key):
+            continue
+        seen.add(key)
+        entries.append(
+            KnowledgeEntry(
+                id=f"know_{secrets.token_hex(4)}",
+                content=proposed.content.strip(),
+                confidence=proposed.confidence,
+                createdAt=now,
+                source=source or "unknown",
+            )
+        )
+        report.knowledge_added.append(proposed.content.strip())
+    return _trim(entries, settings.long_term_knowledge_capacity)
+
+
+def _trim(entries: list[Any], capacity: int) -> list[Any]:
+    """Keep the most confident entries (the newer on ties), in their original order."""
+    if len(entries) <= capacity:
+        return entries
+    ranked = sorted(range(len(entries)), key=lambda i: (-entries[i].confidence, -i))
+    keep = set(ranked[:capacity])
+    return [entry for i, entry in enumerate(entries) if i in keep]
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _strip_upload_mentions(summary: str) -> str:
+    """Drop the sentences that talk about uploaded or attached files."""
+    sentences = _SENTENCE.findall(summary.strip())
+    return "".join(sentence for sentence in sentences if not _UPLOAD.search(sentence)).strip()
