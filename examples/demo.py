@@ -1,8 +1,9 @@
 """A real MCP client session against the real stdio server: what `make demo` runs.
 
 It starts `server.py` as a subprocess (exactly as Claude Desktop or Cursor would), stores a few
-exchanges for two users, recalls them, shows a profile, and shows that one user cannot see the
-other's memory. Data goes to a temporary directory unless --data-dir is given.
+exchanges for two users, recalls them, runs structured extraction (with OPENAI_API_KEY or
+OPENAI_BASE_URL set; otherwise the server says it is off), shows a profile, and shows that one
+user cannot see the other's memory. Data goes to a temporary directory unless --data-dir is given.
 """
 
 from __future__ import annotations
@@ -79,8 +80,13 @@ async def run(data_dir: Path) -> dict[str, Any]:
         )
         show("alice asks: When does my daughter start school? Recent exchanges", brief_pages(recall["short_term_memory"]))
         show("Older exchanges ranked for the question [score]", brief_pages(recall["retrieved_pages"]))
+        flushed = await call(client, "flush_memory", {"user_id": "alice"})
+        show(
+            f"flush_memory for alice: structured extraction is {flushed['extraction']}",
+            {key: flushed[key] for key in ("pages_analysed", "facts_added", "sections_updated", "errors", "notes")},
+        )
         profile = await call(client, "get_user_profile", {"user_id": "alice"})
-        show("alice's profile", {key: profile[key] for key in ("user", "facts", "notes")})
+        show("alice's profile", {key: profile[key] for key in ("user", "facts")})
 
         probe = await call(client, "retrieve_memory", {"query": "billing PostgreSQL Mia Acme", "user_id": "bob"})
         show("bob searches for alice's words", brief_pages(probe["short_term_memory"] + probe["retrieved_pages"]))

@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # stdout belongs to the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    # One line per LLM request is noise at INFO; failures are logged by the updater itself.
+    for chatty in ("httpx", "httpx2"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

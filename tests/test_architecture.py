@@ -30,6 +30,10 @@ FORBIDDEN = [
     ("store", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service")),
     ("retrieval.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
     ("service.py", ("mcp", "memory_mcp.server", "memory_mcp.cli")),
+    *[
+        (module, ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service"))
+        for module in ("queue.py", "updater.py", "prompts.py", "signals.py", "pending.py", "llm.py")
+    ],
     ("models.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
     ("config.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
 ]
@@ -40,6 +44,13 @@ def test_layers_import_only_downwards(layer: str, forbidden: tuple[str, ...]) ->
     for path in modules_under(layer):
         bad = {m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in forbidden)}
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_the_llm_client_is_only_reached_through_llm_py() -> None:
+    importers = sorted(
+        path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py") if "openai" in imported_modules(path)
+    )
+    assert importers == ["llm.py"]
 
 
 def test_only_config_reads_the_environment() -> None:
