@@ -131,7 +131,8 @@ class MemoryService:
         """Recent exchanges, the older ones most relevant to the query, and what is known."""
         scope = self._scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
-        pages = page_log.pages
+        # The log may grow while we work (another thread adds): fix its length once.
+        pages = page_log.pages[: len(page_log.pages)]
         recent_start = max(0, len(pages) - self.settings.short_term_capacity)
         hits = self._search_pages(scope, page_log, request.query, request.max_results, among_first=recent_start)
         document = self.store.read_document(scope)

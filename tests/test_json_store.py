@@ -1,0 +1,492 @@
+"""JsonStore: durability, crash recovery, corruption reporting and cross-process sharing.
+
+Every test here works on real files in a temp directory. Failures of the operating system are
+simulated only at the os-call boundary (os.fsync / os.replace), never by patching the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import StorageError
+from memory_mcp.models import (
+    AddMemoryRequest,
+    Fact,
+    KnowledgeEntry,
+    MemoryDocument,
+    Page,
+    ProfileRequest,
+    RetrieveMemoryRequest,
+)
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope, durable
+from memory_mcp.store.json_store import JsonStore
+
+USER = Scope("alice")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_page(n: int, text: str | None = None) -> Page:
+    return Page(
+        page_id=f"page_{n:04d}",
+        user_input=text if text is not None else f"question number {n}",
+        agent_response=f"answer number {n}",
+        timestamp="2024-05-01T13:56:00Z",
+        meta_data={"n": n},
+    )
+
+
+def make_document(*facts: str) -> MemoryDocument:
+    return MemoryDocument(
+        facts=[Fact(id=f"fact_{i}", content=text, confidence=0.9) for i, text in enumerate(facts)],
+    )
+
+
+def pages_path(root: Path, scope: Scope = USER) -> Path:
+    return JsonStore(root).scope_dir(scope) / "pages.jsonl"
+
+
+def memory_path(root: Path, scope: Scope = USER) -> Path:
+    return JsonStore(root).scope_dir(scope) / "memory.json"
+
+
+def temp_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+# --- basic round trips ------------------------------------------------------------------
+
+
+def test_pages_round_trip_through_a_fresh_store_in_order(data_dir: Path) -> None:
+    tricky = "line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul \"quoted\" 中文 🙂"
+    store = JsonStore(data_dir)
+    originals = [make_page(0), make_page(1, tricky), make_page(2)]
+    for page in originals:
+        store.append_page(USER, page)
+
+    reread = JsonStore(data_dir).read_pages(USER).pages
+
+    assert list(reread) == originals
+    # One record per line, however many line-like characters the text holds.
+    assert len(pages_path(data_dir).read_bytes().splitlines()) == 3
+
+
+def test_reading_a_scope_with_no_files_is_empty_and_creates_nothing(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+
+    assert list(store.read_pages(USER).pages) == []
+    assert store.read_document(USER).is_empty()
+    assert not data_dir.exists()
+
+
+def test_write_document_round_trips_and_stamps_last_updated(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    document = make_document("likes tea")
+    document.assistantKnowledge.append(KnowledgeEntry(id="k1", content="promised a recipe"))
+
+    stored = store.write_document(USER, document)
+
+    assert stored.lastUpdated.endswith("Z") and stored.lastUpdated != ""
+    fresh = JsonStore(data_dir).read_document(USER)
+    assert fresh == stored
+    assert json.loads(memory_path(data_dir).read_text(encoding="utf-8"))["facts"][0]["content"] == "likes tea"
+
+
+# --- atomic replace of memory.json -------------------------------------------------------
+
+
+def _raise_enospc(*args: object, **kwargs: object) -> None:
+    raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("failing_call", ["fsync", "replace"])
+def test_failed_document_write_leaves_the_old_file_intact(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, failing_call: str
+) -> None:
+    store = JsonStore(data_dir)
+    old = store.write_document(USER, make_document("old fact"))
+    path = memory_path(data_dir)
+    old_bytes = path.read_bytes()
+
+    with monkeypatch.context() as patch:
+        # The operating system fails midway: the temp file is written but cannot be made durable / renamed.
+        patch.setattr(durable.os, failing_call, _raise_enospc)
+        with pytest.raises(StorageError) as caught:
+            store.write_document(USER, make_document("new fact that must not appear"))
+
+    message = str(caught.value)
+    assert "alice" in message and "No space left on device" in message
+    assert path.read_bytes() == old_bytes
+    assert temp_files(path.parent) == []
+    assert store.read_document(USER) == old
+    assert JsonStore(data_dir).read_document(USER) == old
+    # The store still works once the disk does.
+    newer = store.write_document(USER, make_document("after recovery"))
+    assert JsonStore(data_dir).read_document(USER) == newer
+
+
+def test_failed_page_append_raises_storage_error(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = JsonStore(data_dir)
+    store.append_page(USER, make_page(0))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(durable.os, "fsync", _raise_enospc)
+        with pytest.raises(StorageError, match="alice.*No space left on device"):
+            store.append_page(USER, make_page(1))
+
+
+# --- torn tail of the page log -----------------------------------------------------------
+
+
+def test_torn_log_tail_is_ignored_then_cut_off_by_the_next_append(
+    data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = JsonStore(data_dir)
+    written = [make_page(i) for i in range(3)]
+    for page in written:
+        writer.append_page(USER, page)
+    path = pages_path(data_dir)
+    half_record = make_page(99).model_dump_json().encode()[:40]
+    with path.open("ab") as stream:  # a writer crashed halfway through its append
+        stream.write(half_record)
+
+    caplog.set_level(logging.WARNING)
+    reader = JsonStore(data_dir)
+    assert list(reader.read_pages(USER).pages) == written
+    assert any("interrupted write" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
+
+    new_page = make_page(3)
+    reader.append_page(USER, new_page)
+
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""  # ends with a newline
+    assert [Page.model_validate_json(line) for line in lines[:-1]] == [*written, new_page]
+    assert half_record not in path.read_bytes()
+    assert list(reader.read_pages(USER).pages) == [*written, new_page]
+    assert list(JsonStore(data_dir).read_pages(USER).pages) == [*written, new_page]
+
+
+def test_torn_tail_warning_is_logged_once_not_on_every_read(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = JsonStore(data_dir)
+    store.append_page(USER, make_page(0))
+    with pages_path(data_dir).open("ab") as stream:
+        stream.write(b'{"page_id": "pa')
+
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        assert len(store.read_pages(USER).pages) == 1
+    assert sum("interrupted write" in r.getMessage() for r in caplog.records) == 1
+
+
+# --- corruption is reported, never repaired silently ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{ this is not json",
+        b'{"facts": "x"}',
+        b'{"facts": [{"id": "f1", "content": "c", "confidence": 7}]}',
+        b"[]",
+        b"\xff\xfe not utf-8",
+    ],
+    ids=["invalid-json", "facts-not-a-list", "confidence-out-of-range", "not-an-object", "not-utf8"],
+)
+def test_corrupt_memory_json_is_reported_and_left_untouched(data_dir: Path, content: bytes) -> None:
+    settings = Settings(data_storage_path=data_dir)
+    service = MemoryService(settings)
+    service.add_memory(AddMemoryRequest.build(user_id="alice", user_input="hi", agent_response="hello"))
+    path = memory_path(data_dir)
+    path.write_bytes(content)
+
+    with pytest.raises(StorageError) as caught:
+        JsonStore(data_dir).read_document(USER)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+    with pytest.raises(StorageError, match="memory.json"):
+        service.get_user_profile(ProfileRequest.build(user_id="alice"))
+    with pytest.raises(StorageError, match="memory.json"):
+        service.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="hi"))
+
+    assert path.read_bytes() == content
+    assert temp_files(path.parent) == []
+
+
+def test_write_does_not_replace_a_corrupt_document(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    store.write_document(USER, make_document("good"))
+    path = memory_path(data_dir)
+    damaged = b'{"facts": "x"}'
+    path.write_bytes(damaged)
+
+    with pytest.raises(StorageError, match="not a valid memory document"):
+        JsonStore(data_dir).write_document(USER, make_document("would hide the damage"))
+
+    assert path.read_bytes() == damaged
+    assert temp_files(path.parent) == []
+
+
+def test_store_that_cached_a_good_document_reports_corruption_written_later(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    store.write_document(USER, make_document("good"))
+    assert store.read_document(USER).facts[0].content == "good"
+    path = memory_path(data_dir)
+    path.write_bytes(b'{"facts": "x", "padding": "makes the size differ from before"}')
+
+    with pytest.raises(StorageError, match="not a valid memory document"):
+        store.read_document(USER)
+
+
+@pytest.mark.parametrize(
+    "bad_line",
+    [b"{ not json at all", b'{"page_id": "p"}', b""],
+    ids=["invalid-json", "missing-fields", "empty-line"],
+)
+def test_corrupt_line_in_the_middle_of_the_log_names_the_line(data_dir: Path, bad_line: bytes) -> None:
+    store = JsonStore(data_dir)
+    for i in range(4):
+        store.append_page(USER, make_page(i))
+    path = pages_path(data_dir)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = bad_line  # the third line
+    path.write_bytes(b"\n".join(lines))
+    before = path.read_bytes()
+
+    fresh = JsonStore(data_dir)
+    for _ in range(2):  # a retry fails the same way: the bad line is never skipped
+        with pytest.raises(StorageError) as caught:
+            fresh.read_pages(USER)
+        assert f"{path} line 3 " in str(caught.value)
+    assert path.read_bytes() == before
+
+
+def test_corrupt_line_after_an_incremental_read_names_its_absolute_line_number(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    for i in range(2):
+        store.append_page(USER, make_page(i))
+    assert len(store.read_pages(USER).pages) == 2
+    path = pages_path(data_dir)
+    with path.open("ab") as stream:
+        stream.write(make_page(2).model_dump_json().encode() + b"\n")
+        stream.write(b"garbage\n")
+
+    with pytest.raises(StorageError, match=r"line 4 "):
+        store.read_pages(USER)
+
+
+# --- sharing a data directory ----------------------------------------------------------
+
+
+def test_other_store_sees_pages_appended_after_it_read(data_dir: Path) -> None:
+    first, second = JsonStore(data_dir), JsonStore(data_dir)
+    first.append_page(USER, make_page(0))
+    log = second.read_pages(USER)
+    assert len(log.pages) == 1
+
+    first.append_page(USER, make_page(1))
+    second.append_page(USER, make_page(2))  # second's cache is behind: it must not skip page 1
+    first.append_page(USER, make_page(3))
+
+    expected = [make_page(i) for i in range(4)]
+    assert list(second.read_pages(USER).pages) == expected
+    assert list(first.read_pages(USER).pages) == expected
+    assert second.read_pages(USER).generation == log.generation  # extended, not rebuilt
+
+
+def test_replaced_log_gets_a_new_generation(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    for i in range(3):
+        store.append_page(USER, make_page(i))
+    before = store.read_pages(USER)
+    path = pages_path(data_dir)
+    replacement = path.with_name("replacement")
+    replacement.write_bytes(make_page(7).model_dump_json().encode() + b"\n")
+    os.replace(replacement, path)
+
+    after = store.read_pages(USER)
+
+    assert after.generation != before.generation
+    assert list(after.pages) == [make_page(7)]
+
+
+def test_document_written_by_one_store_is_seen_by_another_that_cached_the_old_one(data_dir: Path) -> None:
+    writer, reader = JsonStore(data_dir), JsonStore(data_dir)
+    writer.write_document(USER, make_document("version one"))
+    assert reader.read_document(USER).facts[0].content == "version one"
+
+    writer.write_document(USER, make_document("version two"))
+    assert reader.read_document(USER).facts[0].content == "version two"
+
+    # Same size as before, too: a change of content alone must be noticed.
+    writer.write_document(USER, make_document("version 333"))
+    assert reader.read_document(USER).facts[0].content == "version 333"
+
+
+def test_document_cache_is_not_fooled_by_inode_reuse_and_coarse_mtime(data_dir: Path) -> None:
+    # Regression: the cache used to be keyed on (inode, mtime_ns, size). atomic_write makes the
+    # filesystem recycle inodes (ext4 alternates between two), and mtimes are coarse (1 s on
+    # ext3/HFS+/many network mounts), so a same-size write by another process could go unnoticed.
+    writer, reader = JsonStore(data_dir), JsonStore(data_dir)
+    writer.write_document(USER, make_document("version AAA"))
+    assert reader.read_document(USER).facts[0].content == "version AAA"
+    path = memory_path(data_dir)
+    cached = path.stat()
+    old_inode = path.with_name("old-inode")
+    os.link(path, old_inode)  # keep the inode alive so the new content can land in it
+
+    writer.write_document(USER, make_document("version BBB"))
+    new_bytes = path.read_bytes()
+    assert len(new_bytes) == cached.st_size
+    # Reproduce deterministically what inode reuse plus a coarse clock produce: the new content
+    # under the old inode, with the old size and the old mtime.
+    with old_inode.open("r+b") as stream:
+        stream.write(new_bytes)
+    os.replace(old_inode, path)
+    os.utime(path, ns=(cached.st_atime_ns, cached.st_mtime_ns))
+    now = path.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (cached.st_ino, cached.st_size, cached.st_mtime_ns)
+
+    assert reader.read_document(USER).facts[0].content == "version BBB"
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from memory_mcp.config import Settings
+    from memory_mcp.models import AddMemoryRequest
+    from memory_mcp.service import MemoryService
+
+    data, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    service = MemoryService(Settings(data_storage_path=Path(data)))
+    print("ready", flush=True)
+    sys.stdin.readline()  # start together with the other writer
+    for seq in range(count):
+        service.add_memory(AddMemoryRequest.build(
+            user_id="shared",
+            user_input=f"{tag} asks question {seq} marker{tag}{seq}",
+            agent_response="noted",
+            meta_data={"proc": tag, "seq": seq},
+        ))
+    print("done", flush=True)
+    """
+)
+
+
+def test_two_processes_appending_to_one_user_lose_nothing(data_dir: Path) -> None:
+    per_process = 500
+    scope = Scope("shared")
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=2))
+    for i in range(3):
+        service.add_memory(
+            AddMemoryRequest.build(user_id="shared", user_input=f"parent note {i}", agent_response="ok")
+        )
+    before = service.store.read_pages(scope)
+    before_pages = list(before.pages)
+    early = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="shared", query="markeralpha0"))
+    assert early.retrieved_pages == []
+
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(data_dir), tag, str(per_process)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=PROJECT_ROOT,
+        )
+        for tag in ("alpha", "beta")
+    ]
+    try:
+        for child in children:
+            assert child.stdout.readline().strip() == "ready"
+        for child in children:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            out, err = child.communicate(timeout=60)
+            assert child.returncode == 0, err
+            assert out.strip() == "done"
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    # The file: every line a valid page, none lost, none duplicated, each writer's order kept.
+    raw_lines = pages_path(data_dir, scope).read_bytes().split(b"\n")
+    assert raw_lines[-1] == b""
+    records = [json.loads(line) for line in raw_lines[:-1]]
+    assert len(records) == 3 + 2 * per_process
+    assert len({record["page_id"] for record in records}) == len(records)
+    for tag in ("alpha", "beta"):
+        sequence = [r["meta_data"]["seq"] for r in records if r["meta_data"] and r["meta_data"].get("proc") == tag]
+        assert sequence == list(range(per_process))
+
+    # The parent's store, which had read the log before, catches up incrementally.
+    after = service.store.read_pages(scope)
+    assert after.generation == before.generation
+    assert [page.page_id for page in after.pages] == [record["page_id"] for record in records]
+    assert list(after.pages[:3]) == before_pages
+
+    # And the parent's search index finds what another process added.
+    result = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="shared", query="markeralpha0"))
+    assert [page.user_input for page in result.retrieved_pages][:1] == ["alpha asks question 0 markeralpha0"]
+    result = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="shared", query="markerbeta7"))
+    assert result.retrieved_pages[0].meta_data == {"proc": "beta", "seq": 7}
+
+
+# --- layout ---------------------------------------------------------------------------
+
+
+def test_data_is_private_to_its_owner_whatever_the_umask(data_dir: Path) -> None:
+    previous = os.umask(0)  # the most permissive umask: modes must come from the store itself
+    try:
+        store = JsonStore(data_dir)
+        agent = Scope("alice", "coder")
+        for scope in (USER, agent):
+            store.append_page(scope, make_page(0))
+            store.write_document(scope, make_document("fact"))
+    finally:
+        os.umask(previous)
+
+    user_dir = store.scope_dir(USER)
+    agent_dir = store.scope_dir(agent)
+    for directory in (data_dir, data_dir / "users", user_dir, user_dir / "agents", agent_dir):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    for directory in (user_dir, agent_dir):
+        for name in ("pages.jsonl", "memory.json", ".lock"):
+            assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600, directory / name
+
+
+def test_list_users_lists_only_valid_user_directories(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    assert store.list_users() == []
+    for user in ("bob", "alice", "A-1_b"):
+        store.append_page(Scope(user), make_page(0))
+    store.append_page(Scope("carol", "helper"), make_page(0))
+    users = data_dir / "users"
+    for junk in ("bad.name", "with space", ".hidden", "x" * 65, "dots..", "ümlaut"):
+        (users / junk).mkdir()
+    (users / "file_not_dir").write_text("x")
+
+    assert store.list_users() == ["A-1_b", "alice", "bob", "carol"]
+
+
+def test_scope_dir_rejects_ids_that_could_escape_the_data_root(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    for scope in (Scope(".."), Scope("a/b"), Scope("ok", "../x"), Scope("bob\n")):
+        with pytest.raises(ValueError):
+            store.append_page(scope, make_page(0))
+    assert not data_dir.exists()

@@ -1,0 +1,223 @@
+"""Tokenizer and BM25 index: what decides which past exchanges an agent is shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_mcp.retrieval import LexicalIndex, rank_texts, tokenize
+
+# --- tokenize -------------------------------------------------------------------------------
+
+
+def test_tokenize_lowercases_and_splits_on_punctuation_and_underscores() -> None:
+    assert tokenize("Hello, WORLD! snake_case  Straße 42") == ["hello", "world", "snake", "case", "strasse", "42"]
+
+
+def test_tokenize_empty_and_punctuation_only() -> None:
+    assert tokenize("") == []
+    assert tokenize(" ?!... ，。 ") == []
+
+
+def test_tokenize_chinese_runs_become_overlapping_bigrams() -> None:
+    assert tokenize("我喜欢猫") == ["我喜", "喜欢", "欢猫"]
+
+
+def test_tokenize_chinese_punctuation_separates_runs() -> None:
+    assert tokenize("我喜欢猫，你呢？") == ["我喜", "喜欢", "欢猫", "你呢"]
+
+
+def test_tokenize_single_cjk_character_is_one_token() -> None:
+    assert tokenize("猫") == ["猫"]
+
+
+def test_tokenize_mixed_latin_and_chinese() -> None:
+    assert tokenize("Python和Java") == ["python", "和", "java"]
+    assert tokenize("我用Python写代码") == ["我用", "python", "写代", "代码"]
+
+
+def test_tokenize_japanese_kana_and_kanji() -> None:
+    assert tokenize("ねこが好き") == ["ねこ", "こが", "が好", "好き"]
+    assert tokenize("コーヒー") == ["コー", "ーヒ", "ヒー"]
+
+
+def test_tokenize_korean_words_become_bigrams() -> None:
+    assert tokenize("고양이 좋아") == ["고양", "양이", "좋아"]
+
+
+# --- LexicalIndex ---------------------------------------------------------------------------
+
+
+def build(*texts: str) -> LexicalIndex:
+    index = LexicalIndex()
+    index.extend(texts)
+    return index
+
+
+def test_relevant_document_ranks_first() -> None:
+    index = build(
+        "the weather in paris is rainy today",
+        "my cat loves tuna and sleeping in the sun",
+        "stock prices fell sharply on monday",
+    )
+
+    hits = index.search("what does my cat love to eat", limit=3)
+
+    assert hits[0][0] == 1
+    assert hits == sorted(hits, key=lambda hit: -hit[1])
+    assert all(score > 0 for _, score in hits)
+
+
+def test_documents_sharing_no_words_are_not_returned() -> None:
+    index = build("apples and pears", "bananas and kiwis")
+
+    assert index.search("submarine", limit=5) == []
+    assert [number for number, _ in index.search("pears", limit=5)] == [0]
+
+
+def test_empty_index_and_empty_query_return_nothing() -> None:
+    assert LexicalIndex().search("anything", limit=5) == []
+    assert build("some text").search("", limit=5) == []
+    assert build("some text").search("some", limit=0) == []
+
+
+def test_limit_caps_the_number_of_results() -> None:
+    index = build(*(f"shared word variant{i}" + " filler" * i for i in range(10)))
+
+    hits = index.search("shared", limit=3)
+
+    assert len(hits) == 3
+    # Shorter documents score higher (length normalisation), so the three shortest win.
+    assert [number for number, _ in hits] == [0, 1, 2]
+
+
+def test_among_first_excludes_later_documents() -> None:
+    index = build("python tips", "java tips", "python tricks", "python news")
+
+    hits = index.search("python", limit=10, among_first=3)
+
+    assert {number for number, _ in hits} == {0, 2}
+    assert index.search("python", limit=10, among_first=0) == []
+    assert {n for n, _ in index.search("python", limit=10, among_first=100)} == {0, 2, 3}
+
+
+def test_among_first_holds_when_the_limit_is_smaller_than_the_candidates() -> None:
+    # The best match overall (document 3) lies outside the window and must not take the one slot.
+    index = build("python", "python tips and many other words", "java", "python python")
+
+    assert [number for number, _ in index.search("python", limit=1, among_first=3)] == [0]
+
+
+def test_ties_prefer_the_later_document() -> None:
+    index = build("remember the milk", "unrelated text", "remember the milk")
+
+    hits = index.search("milk", limit=10)
+
+    assert [number for number, _ in hits] == [2, 0]
+    assert hits[0][1] == hits[1][1]
+
+
+def test_ties_prefer_later_documents_even_when_the_limit_cuts_among_them() -> None:
+    # Regression: np.argpartition used to pick an arbitrary (in practice the oldest) subset of
+    # equally scored documents before the tie-break sort.
+    index = build(*["remember the milk"] * 8)
+
+    hits = index.search("milk", limit=2)
+
+    assert [number for number, _ in hits] == [7, 6]
+
+
+def test_incremental_add_after_search_is_searchable() -> None:
+    index = build("alpha beta", "gamma delta")
+    assert index.search("epsilon", limit=5) == []
+    assert len(index) == 2
+
+    index.add("epsilon zeta")
+    index.add("alpha epsilon")
+
+    assert len(index) == 4
+    assert {number for number, _ in index.search("epsilon", limit=5)} == {2, 3}
+    assert {number for number, _ in index.search("alpha", limit=5)} == {0, 3}
+
+
+def test_incremental_index_scores_match_a_fresh_index() -> None:
+    texts = ["red apple pie", "green apple", "blue sky", "apple apple orchard", "red sky at night"]
+    incremental = build(*texts[:2])
+    incremental.search("apple", limit=5)  # a search in between must not disturb later adds
+    incremental.extend(texts[2:])
+
+    assert incremental.search("red apple", limit=5) == build(*texts).search("red apple", limit=5)
+
+
+def test_chinese_query_finds_the_chinese_page() -> None:
+    index = build(
+        "我今天去超市买了牛奶和面包",
+        "我最喜欢的动物是猫，尤其是橘猫",
+        "明天下午三点开会讨论项目进度",
+    )
+
+    hits = index.search("你喜欢什么动物？", limit=3)
+
+    assert hits[0][0] == 1
+
+
+def test_japanese_and_korean_queries_find_their_pages() -> None:
+    index = build(
+        "私はコーヒーが大好きです",
+        "今日は雨が降っています",
+        "저는 고양이를 좋아해요",
+        "내일 회의가 있어요",
+    )
+
+    assert index.search("コーヒー", limit=1)[0][0] == 0
+    assert index.search("고양이", limit=1)[0][0] == 2
+
+
+def test_rare_term_outweighs_a_repeated_common_term() -> None:
+    # Same lengths; document 0 has the common word twice, document 1 the rare word once.
+    index = build(
+        "python python notes for the week",
+        "kubernetes cluster notes for the week",
+        "python script for data",
+        "python class for beginners",
+        "python tips and tricks",
+        "python web framework",
+    )
+
+    hits = index.search("python kubernetes", limit=6)
+
+    assert hits[0][0] == 1
+    assert hits[1][0] == 0
+
+
+def test_bm25_prefers_the_document_holding_the_rare_term() -> None:
+    # 'project' is everywhere; 'kubernetes' occurs once. Both matching documents have the same length.
+    index = build(
+        "project meeting notes about the project",
+        "project kubernetes deployment notes today",
+        "project budget review for next quarter",
+        "project timeline and the project goals",
+    )
+
+    hits = index.search("project kubernetes", limit=4)
+
+    assert hits[0][0] == 1
+    assert len(hits) == 4  # the common term still matches everything, just lower
+
+
+def test_repeating_a_term_saturates_rather_than_dominates() -> None:
+    index = build("cat " * 50 + "dog", "cat dog", "bird")
+
+    hits = dict(index.search("cat dog", limit=3))
+
+    # BM25's saturation and length normalisation: spamming a word does not win.
+    assert hits[1] > hits[0]
+
+
+def test_rank_texts_ranks_a_small_collection() -> None:
+    facts = ["prefers green tea in the morning", "works as a nurse", "has two cats"]
+
+    hits = rank_texts("what tea does the user drink", facts, limit=5)
+
+    assert hits[0][0] == 0
+    assert {number for number, _ in hits} == {0}
+    assert rank_texts("tea", [], limit=5) == []
