@@ -39,6 +39,8 @@ class MemorySettings(BaseModel):
     token_counting: Literal["tiktoken", "char"] = Field(
         "tiktoken", description="'tiktoken' counts exactly (bundled offline); 'char' estimates from characters."
     )
+    similarity_weight: float = Field(0.6, ge=0, le=1, description="Weight of query similarity when ranking facts.")
+    confidence_weight: float = Field(0.4, ge=0, le=1, description="Weight of confidence when ranking facts.")
     max_concurrent_updates: int = Field(2, ge=1, le=16, description="Users whose memory is updated at the same time.")
     llm_timeout_seconds: float = Field(60, gt=0, le=600, description="Longest wait for one LLM reply.")
     llm_max_attempts: int = Field(

@@ -214,6 +214,8 @@ class RetrieveMemoryRequest(_Request):
     relationship_with_user: str = "friend"
     style_hint: str = ""
     max_results: int = Field(10, ge=1, le=100)
+    max_tokens: int | None = Field(None, ge=100, le=8000)
+    current_context: str = ""
 
 
 class FlushRequest(_Request):
@@ -302,6 +304,8 @@ class RetrieveMemoryResult(BaseModel):
     retrieved_user_knowledge: list[ScoredFact]
     retrieved_assistant_knowledge: list[ScoredKnowledge]
     user_profile: ProfileSections
+    context: str = Field(description="A <memory> block ready for a system prompt ('' when injection is off).")
+    context_tokens: int
     notes: list[str] = Field(default_factory=list, description="What is switched off or missing, in words.")
 
 

@@ -106,8 +106,45 @@ class LexicalIndex:
         return ranked[:top]
 
 
-def rank_texts(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:
-    """Rank a small, short-lived collection (such as a user's facts) against `query`."""
-    index = LexicalIndex()
-    index.extend(texts)
-    return index.search(query, limit)
+def rank_by_similarity_and_confidence(
+    contents: Sequence[str],
+    confidences: Sequence[float],
+    query: str,
+    similarity_weight: float,
+    confidence_weight: float,
+) -> list[tuple[int, float]]:
+    """Every entry as (number, score), best first, where score = similarity_weight * TF-IDF cosine
+    similarity to `query` + confidence_weight * confidence. With no query: by confidence alone.
+
+    For the handful of facts a user has, a TF-IDF vectoriser fitted per query is cheap and
+    scores short statements better than BM25's length normalisation does.
+    """
+    similarities = _tfidf_similarities(contents, query) if query.strip() else None
+    if similarities is None:
+        scored = [(i, confidence) for i, confidence in enumerate(confidences)]
+    else:
+        scored = [
+            (i, similarity_weight * similarity + confidence_weight * confidences[i])
+            for i, similarity in enumerate(similarities)
+        ]
+    return sorted(scored, key=lambda hit: (-hit[1], -hit[0]))
+
+
+def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | None:
+    """Cosine similarity of each text to the query, or None when the texts hold no words at all.
+
+    The vocabulary is fitted on the texts alone: query words no text contains would otherwise
+    take the highest weights and shrink every similarity towards zero.
+    """
+    if not contents:
+        return []
+    # scikit-learn is imported on first use: it is far too heavy to load before the handshake.
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(analyzer=tokenize)
+    try:
+        matrix = vectorizer.fit_transform(contents)
+    except ValueError:  # not one word in any of them
+        return None
+    # Rows are L2-normalised, so the dot product is the cosine similarity.
+    return (matrix @ vectorizer.transform([query]).T).toarray().ravel().tolist()

@@ -125,11 +125,18 @@ class MemoryTools:
         max_results: Annotated[int, Field(description="How many older exchanges to return (1-100).")] = 10,
         user_id: UserId = None,
         agent_name: AgentName = None,
+        max_tokens: Annotated[
+            int | None, Field(description="Token budget of `context` (100-8000); omit for the configured default.")
+        ] = None,
+        current_context: Annotated[
+            str, Field(description="The last few turns of the current conversation, to rank facts by what is discussed.")
+        ] = "",
     ) -> RetrieveMemoryResult:
         """Recall what the user said in earlier conversations. Call it before answering whenever
         earlier conversations could matter, with the user's message as the query. Returns the most
         recent exchanges (short_term_memory), the older exchanges most relevant to the query
-        (retrieved_pages, best first), matching facts, and the user's profile."""
+        (retrieved_pages, best first), facts ranked by relevance and confidence, the user's profile,
+        and `context`: all of it as a <memory> block within max_tokens, ready for a system prompt."""
         return self.service.retrieve_memory(
             RetrieveMemoryRequest.build(
                 query=query,
@@ -138,8 +145,23 @@ class MemoryTools:
                 max_results=max_results,
                 user_id=user_id,
                 agent_name=agent_name,
+                max_tokens=max_tokens,
+                current_context=current_context,
             )
         )
+
+    @_as_tool_errors
+    def memory_context(
+        self,
+        query: Annotated[str, Field(description="What the conversation is about: usually the user's latest message.")],
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+        max_tokens: Annotated[str, Field(description="Token budget (100-8000); empty for the default.")] = "",
+    ) -> str:
+        """The user's memory as a <memory> block for a system prompt, within a token budget."""
+        budget = max_tokens.strip() or None
+        request = RetrieveMemoryRequest.build(query=query, user_id=user_id, agent_name=agent_name, max_tokens=budget)
+        return self.service.retrieve_memory(request).context
 
     @_as_tool_errors
     def get_user_profile(
@@ -182,6 +204,13 @@ def build_server(service: MemoryService) -> MCPServer:
         (tools.get_user_profile, "User profile", READ_ONLY),
         (tools.flush_memory, "Update structured memory now", FLUSHES),
     ):
-        description = inspect.cleandoc(method.__doc__ or "").replace("\n", " ")
-        server.add_tool(method, title=title, description=description, annotations=annotations)
+        server.add_tool(method, title=title, description=_description(method), annotations=annotations)
+    # Prompt arguments arrive as strings, which is why max_tokens is one there.
+    server.prompt(name="memory_context", title="Memory context", description=_description(tools.memory_context))(
+        tools.memory_context
+    )
     return server
+
+
+def _description(method: Callable[..., Any]) -> str:
+    return inspect.cleandoc(method.__doc__ or "").replace("\n", " ")

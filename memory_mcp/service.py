@@ -34,7 +34,9 @@ from memory_mcp.models import (
 )
 from memory_mcp.pending import thread_key
 from memory_mcp.queue import UpdateQueue
-from memory_mcp.retrieval import LexicalIndex, rank_texts
+from memory_mcp.context import build_context
+from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
+from memory_mcp.tokens import TokenCounter
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.json_store import JsonStore
 from memory_mcp.updater import Updater, UpdateReport, pending_threads
@@ -42,6 +44,13 @@ from memory_mcp.updater import Updater, UpdateReport, pending_threads
 log = logging.getLogger(__name__)
 
 ScoredT = TypeVar("ScoredT", ScoredFact, ScoredKnowledge)
+_SECTION_NAMES = {
+    "header": "header lines",
+    "user": "profile sections",
+    "history": "history sections",
+    "facts": "facts",
+    "pages": "past exchanges",
+}
 
 EXTRACTION_OFF_NOTE = (
     "Structured memory (profile sections and facts) is off: no LLM endpoint is configured. "
@@ -69,6 +78,7 @@ class MemoryService:
         self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
         self._indexes: dict[Scope, _PageIndex] = {}
         self._indexes_guard = threading.Lock()
+        self._tokens = TokenCounter(settings.memory.token_counting)
         self._updater: Updater | None = None
         self._queue: UpdateQueue | None = None
         if self.extraction_on:
@@ -128,14 +138,21 @@ class MemoryService:
         )
 
     def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
-        """Recent exchanges, the older ones most relevant to the query, and what is known."""
+        """Recent exchanges, the older ones most relevant to the query, what is known, and all of
+        it as a <memory> block within the token budget."""
         scope = self._scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
         recent_start = max(0, len(pages) - self.settings.short_term_capacity)
         hits = self._search_pages(scope, page_log, request.query, request.max_results, among_first=recent_start)
+        retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
         document = self.store.read_document(scope)
+        about = f"{request.query}\n{request.current_context}".strip()
+        facts = self._rank_entries(document.facts, about, ScoredFact)
+        knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
+        notes = self._notes(document)
+        context, context_tokens = self._context(request, document, facts, retrieved, notes)
         return RetrieveMemoryResult(
             query=request.query,
             user_id=scope.user_id,
@@ -143,13 +160,13 @@ class MemoryService:
             relationship_with_user=request.relationship_with_user,
             style_hint=request.style_hint,
             short_term_memory=list(pages[recent_start:]),
-            retrieved_pages=[ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits],
-            retrieved_user_knowledge=_rank_entries(document.facts, request.query, request.max_results, ScoredFact),
-            retrieved_assistant_knowledge=_rank_entries(
-                document.assistantKnowledge, request.query, request.max_results, ScoredKnowledge
-            ),
+            retrieved_pages=retrieved,
+            retrieved_user_knowledge=facts[: request.max_results],
+            retrieved_assistant_knowledge=knowledge[: request.max_results],
             user_profile=ProfileSections(user=document.user, history=document.history),
-            notes=self._notes(document),
+            context=context,
+            context_tokens=context_tokens,
+            notes=notes,
         )
 
     def get_user_profile(self, request: ProfileRequest) -> UserProfileResult:
@@ -252,6 +269,42 @@ class MemoryService:
             return [EXTRACTION_DISABLED_NOTE]
         return [] if self.settings.llm_configured else [EXTRACTION_OFF_NOTE]
 
+    def _rank_entries(
+        self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT]
+    ) -> list[ScoredT]:
+        """All entries, best first: similarity to the query and context, weighed with confidence."""
+        memory = self.settings.memory
+        ranked = rank_by_similarity_and_confidence(
+            [entry.content for entry in entries],
+            [entry.confidence for entry in entries],
+            about,
+            memory.similarity_weight,
+            memory.confidence_weight,
+        )
+        return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in ranked]
+
+    def _context(
+        self,
+        request: RetrieveMemoryRequest,
+        document: MemoryDocument,
+        facts: Sequence[Fact],
+        pages: Sequence[Page],
+        notes: list[str],
+    ) -> tuple[str, int]:
+        """The <memory> block; what did not fit is said in `notes`, with what to do about it."""
+        memory = self.settings.memory
+        if not memory.injection_enabled:
+            notes.append("Context injection is off (memory.injection_enabled is false): context is empty.")
+            return "", 0
+        budget = request.max_tokens or memory.max_injection_tokens
+        built = build_context(
+            document, facts, pages, budget, self._tokens, request.relationship_with_user, request.style_hint
+        )
+        if built.left_out:
+            parts = ", ".join(f"{count} {_SECTION_NAMES[section]}" for section, count in built.left_out.items())
+            notes.append(f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them.")
+        return built.text, built.tokens
+
     def _notes(self, document: MemoryDocument) -> list[str]:
         notes = self._extraction_notes()
         if document.is_empty():
@@ -261,15 +314,3 @@ class MemoryService:
 
 def _page_text(page: Page) -> str:
     return f"{page.user_input}\n{page.agent_response}"
-
-
-def _rank_entries(
-    entries: Sequence[Fact | KnowledgeEntry], query: str, limit: int, scored: type[ScoredT]
-) -> list[ScoredT]:
-    """Entries sharing words with the query, best first; with no query, the most confident."""
-    if query.strip():
-        hits = rank_texts(query, [entry.content for entry in entries], limit)
-    else:
-        order = sorted(range(len(entries)), key=lambda i: -entries[i].confidence)[:limit]
-        hits = [(i, entries[i].confidence) for i in order]
-    return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in hits]

@@ -12,7 +12,10 @@ from memory_mcp.service import MemoryService
 
 PARAMETERS = {
     "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],
-    "retrieve_memory": ["query", "relationship_with_user", "style_hint", "max_results", "user_id", "agent_name"],
+    "retrieve_memory": [
+        "query", "relationship_with_user", "style_hint", "max_results", "user_id", "agent_name",
+        "max_tokens", "current_context",
+    ],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name"],
 }
@@ -27,7 +30,7 @@ RESULT_FIELDS = {
     "retrieve_memory": {
         "status", "query", "user_id", "agent_name", "relationship_with_user", "style_hint",
         "short_term_memory", "retrieved_pages", "retrieved_user_knowledge",
-        "retrieved_assistant_knowledge", "user_profile", "notes",
+        "retrieved_assistant_knowledge", "user_profile", "context", "context_tokens", "notes",
     },
     "get_user_profile": {
         "status", "user_id", "agent_name", "user", "history", "facts", "assistant_knowledge", "lastUpdated", "notes",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_mcp.retrieval import LexicalIndex, rank_texts, tokenize
+from memory_mcp.retrieval import LexicalIndex, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
 
@@ -211,13 +211,3 @@ def test_repeating_a_term_saturates_rather_than_dominates() -> None:
 
     # BM25's saturation and length normalisation: spamming a word does not win.
     assert hits[1] > hits[0]
-
-
-def test_rank_texts_ranks_a_small_collection() -> None:
-    facts = ["prefers green tea in the morning", "works as a nurse", "has two cats"]
-
-    hits = rank_texts("what tea does the user drink", facts, limit=5)
-
-    assert hits[0][0] == 0
-    assert {number for number, _ in hits} == {0}
-    assert rank_texts("tea", [], limit=5) == []

@@ -303,14 +303,28 @@ def test_facts_and_assistant_knowledge_are_ranked_for_the_query(service: MemoryS
 
     result = retrieve(service, "what tea does she like", user_id="alice")
 
-    assert {fact.id for fact in result.retrieved_user_knowledge} == {"f1", "f4"}
-    assert all(fact.score > 0 for fact in result.retrieved_user_knowledge)
-    assert [entry.id for entry in result.retrieved_assistant_knowledge] == ["k1"]
+    # Relevant facts outrank the more confident but unrelated ones; all are returned, best first.
+    assert {fact.id for fact in result.retrieved_user_knowledge[:2]} == {"f1", "f4"}
+    scores = [fact.score for fact in result.retrieved_user_knowledge]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 4
+    assert [entry.id for entry in result.retrieved_assistant_knowledge] == ["k1", "k2"]
     assert result.user_profile.user.workContext.summary == "Nurse on night shifts"
 
     piano = retrieve(service, "piano", user_id="alice")
-    assert [fact.id for fact in piano.retrieved_user_knowledge] == ["f3"]
-    assert [entry.id for entry in piano.retrieved_assistant_knowledge] == ["k2"]
+    assert piano.retrieved_user_knowledge[0].id == "f3"
+    assert [entry.id for entry in piano.retrieved_assistant_knowledge] == ["k2", "k1"]
+
+
+def test_fact_score_weighs_similarity_and_confidence(data_dir: Path) -> None:
+    only_confidence = MemoryService(
+        Settings(data_storage_path=data_dir, memory={"similarity_weight": 0, "confidence_weight": 1})
+    )
+    write_knowledge(only_confidence, Scope("alice"))
+
+    result = retrieve(only_confidence, "what tea does she like", user_id="alice")
+
+    assert [fact.id for fact in result.retrieved_user_knowledge] == ["f2", "f3", "f4", "f1"]
+    assert [fact.score for fact in result.retrieved_user_knowledge] == [0.95, 0.85, 0.8, 0.75]
 
 
 def test_empty_query_returns_knowledge_by_confidence(service: MemoryService) -> None:
