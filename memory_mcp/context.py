@@ -17,6 +17,7 @@ from memory_mcp.tokens import TokenCounter
 # already pointed out costs more than missing any other fact.
 CORRECTION_SHARE = 0.25
 MAX_EXCHANGE_SIDE_CHARS = 600
+_AFTER_CORRECTIONS = 1_000_000
 
 _USER_SECTIONS = (("workContext", "Work"), ("personalContext", "Personal"), ("topOfMind", "Current Focus"))
 _HISTORY_SECTIONS = (("recentMonths", "Recent"), ("earlierContext", "Earlier"), ("longTermBackground", "Background"))
@@ -69,13 +70,14 @@ def build_context(
     chosen: list[_Item] = []
     taken: set[_Item] = set()
     used = counter.count(_render([]))
-    for group, ceiling in (
-        (header, budget),
-        (corrections, max(1, int(budget * CORRECTION_SHARE))),
-        (sections, budget),
-        (corrections + others, budget),
-        (exchanges, budget),
+    for group, share in (
+        (header, 1.0),
+        (corrections, CORRECTION_SHARE),
+        (sections, 1.0),
+        (corrections + others, 1.0),
+        (exchanges, 1.0),
     ):
+        ceiling = min(budget, used + int(budget * share))
         for item in group:
             if item in taken:
                 continue
@@ -140,11 +142,12 @@ def _section_items(document: MemoryDocument) -> list[_Item]:
     return items
 
 
-def _fact_item(order: int, fact: Fact) -> _Item:
+def _fact_item(rank: int, fact: Fact) -> _Item:
     line = f"- [{fact.category} | {fact.confidence:.2f}] {escape(fact.content)}"
     if fact.category == "correction" and fact.sourceError:
         line += f" (avoid: {escape(fact.sourceError)})"
-    return _Item("facts", order, line)
+    # Corrections are listed before the other facts, each group best first.
+    return _Item("facts", rank if fact.category == "correction" else _AFTER_CORRECTIONS + rank, line)
 
 
 def _page_item(order: int, page: Page) -> _Item:

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memory_mcp import __version__
@@ -194,16 +195,41 @@ class MemoryTools:
         return self.service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
 
 
+class RejectUnknownArguments:
+    """Refuse tool calls that carry arguments the tool does not have.
+
+    The SDK drops unknown arguments silently, so a misspelt `userId` would store one user's
+    exchange in the default user's memory. Runs before the SDK's own argument handling.
+    """
+
+    def __init__(self, parameters: dict[str, set[str]]) -> None:
+        self._parameters = parameters
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and ctx.params:
+            name, arguments = ctx.params.get("name"), ctx.params.get("arguments") or {}
+            known = self._parameters.get(name) if isinstance(name, str) else None
+            unknown = sorted(set(arguments) - known) if known is not None and isinstance(arguments, dict) else []
+            if unknown:
+                message = f"{name} has no argument {', '.join(map(repr, unknown))}; it takes: {', '.join(sorted(known))}"
+                return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        return await call_next(ctx)
+
+
 def build_server(service: MemoryService) -> MCPServer:
     """An MCP server exposing the memory tools of `service`."""
-    server = MCPServer("memory-mcp", instructions=INSTRUCTIONS, version=__version__)
     tools = MemoryTools(service)
-    for method, title, annotations in (
+    registered = (
         (tools.add_memory, "Remember an exchange", APPENDS),
         (tools.retrieve_memory, "Recall memory", READ_ONLY),
         (tools.get_user_profile, "User profile", READ_ONLY),
         (tools.flush_memory, "Update structured memory now", FLUSHES),
-    ):
+    )
+    parameters = {method.__name__: set(inspect.signature(method).parameters) for method, _, _ in registered}
+    server = MCPServer(
+        "memory-mcp", instructions=INSTRUCTIONS, version=__version__, middleware=[RejectUnknownArguments(parameters)]
+    )
+    for method, title, annotations in registered:
         server.add_tool(method, title=title, description=_description(method), annotations=annotations)
     # Prompt arguments arrive as strings, which is why max_tokens is one there.
     server.prompt(name="memory_context", title="Memory context", description=_description(tools.memory_context))(

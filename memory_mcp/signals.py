@@ -13,13 +13,13 @@ from dataclasses import dataclass
 RECENT_INPUTS_CHECKED = 6
 
 _CORRECTION = re.compile(
-    r"that'?s (?:wrong|not (?:right|correct|what i (?:meant|asked|wanted)))|you misunderstood|"
+    r"that[’']?s (?:wrong|not (?:right|correct|what i (?:meant|asked|wanted)))|you misunderstood|"
     r"you got (?:it|that) wrong|\bnot what i (?:meant|asked|wanted)\b|\btry again\b|\bincorrect\b|"
     r"不对|不是这样|你理解错了|理解错|错了|重新来|再试一次|不是我想要的",
     re.IGNORECASE,
 )
 _REINFORCEMENT = re.compile(
-    r"\bexactly right\b|\bperfect\b|\bkeep doing (?:that|this)\b|\bthat'?s (?:exactly )?right\b|"
+    r"\bexactly right\b|\bperfect\b|\bkeep doing (?:that|this)\b|\bthat[’']?s (?:exactly )?right\b|"
     r"\bspot on\b|\bwell done\b|完全正确|就是这个意思|正是我想要的|太好了|非常好|没错",
     re.IGNORECASE,
 )

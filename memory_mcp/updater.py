@@ -34,6 +34,7 @@ _UPLOAD = re.compile(
     r"\bfiles?\b[^.!?。！？]*\b(?:upload(?:ed|s|ing)?|attach(?:ed|ment|ments)?)\b|上传",
     re.IGNORECASE,
 )
+_UPDATE_KEYS = {"user", "history", "newFacts", "factsToRemove", "assistantKnowledge"}
 _SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*\s*")
 
 
@@ -107,7 +108,8 @@ def parse_reply(reply: str) -> UpdateProposal:
                 value, _end = decoder.raw_decode(candidate, start)
             except json.JSONDecodeError:
                 continue
-            if isinstance(value, dict):
+            # An inner object of a reply cut off mid-way must not pass for the whole update.
+            if isinstance(value, dict) and value.keys() & _UPDATE_KEYS:
                 try:
                     return UpdateProposal.model_validate(value)
                 except ValidationError as exc:
@@ -150,15 +152,12 @@ def apply_proposal(
                 sourceError=proposed.sourceError if proposed.category == "correction" else None,
             )
         )
-        report.facts_added.append(proposed.content.strip())
+    facts_kept = _trim(kept, settings.memory.max_facts)
+    existing = {fact.id for fact in document.facts}
+    report.facts_added = [fact.content for fact in facts_kept if fact.id not in existing]
     knowledge = _apply_knowledge(document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report)
     updated = document.model_copy(
-        update={
-            "user": user,
-            "history": history,
-            "facts": _trim(kept, settings.memory.max_facts),
-            "assistantKnowledge": knowledge,
-        }
+        update={"user": user, "history": history, "facts": facts_kept, "assistantKnowledge": knowledge}
     )
     return updated, report
 
@@ -265,8 +264,10 @@ def _apply_knowledge(
                 source=source or "unknown",
             )
         )
-        report.knowledge_added.append(proposed.content.strip())
-    return _trim(entries, settings.long_term_knowledge_capacity)
+    kept = _trim(entries, settings.long_term_knowledge_capacity)
+    existing_ids = {entry.id for entry in existing}
+    report.knowledge_added = [entry.content for entry in kept if entry.id not in existing_ids]
+    return kept
 
 
 def _trim(entries: list[Any], capacity: int) -> list[Any]:

@@ -99,11 +99,8 @@ class JsonStore:
         record = (page.model_dump_json() + "\n").encode("utf-8")
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
-        with state.lock, self._file_lock(state, scope):
-            try:
-                size_before = append_record(path, record)
-            except OSError as exc:
-                raise StorageError(f"could not store the page for {scope.describe()}: {exc.strerror or exc}") from exc
+        with _os_errors(f"store the page for {scope.describe()}"), state.lock, self._file_lock(state, scope):
+            size_before = append_record(path, record)
             cache = state.log
             # Extend the cache in place only if it had read exactly up to where this record went.
             if cache is not None and cache.offset == size_before and cache.inode == path.stat().st_ino:
@@ -114,7 +111,7 @@ class JsonStore:
     def read_pages(self, scope: Scope) -> PageLog:
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
-        with state.lock:
+        with _os_errors(f"read the pages of {scope.describe()}"), state.lock:
             try:
                 stat = path.stat()
             except FileNotFoundError:
@@ -132,12 +129,9 @@ class JsonStore:
     def _read_new_records(self, path: Path, cache: _LogCache, scope: Scope) -> None:
         """Parse what was appended since the last read. Called holding the file lock, so an
         unterminated last line is an interrupted write, not one still in progress."""
-        try:
-            with path.open("rb") as stream:
-                stream.seek(cache.offset)
-                data = stream.read()
-        except OSError as exc:
-            raise StorageError(f"could not read the pages of {scope.describe()}: {exc.strerror or exc}") from exc
+        with path.open("rb") as stream:
+            stream.seek(cache.offset)
+            data = stream.read()
         complete_end = data.rfind(b"\n") + 1
         new_pages = []
         for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
@@ -161,7 +155,7 @@ class JsonStore:
     def read_document(self, scope: Scope) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
-        with state.lock:
+        with _os_errors(f"read the memory of {scope.describe()}"), state.lock:
             return self._current_document(state, path)
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
@@ -172,16 +166,13 @@ class JsonStore:
     ) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
-        with state.lock, self._file_lock(state, scope):
+        with _os_errors(f"save the memory of {scope.describe()}"), state.lock, self._file_lock(state, scope):
             # Reading first also means a damaged file is reported, never overwritten.
             current = self._current_document(state, path)
             stored = change(current).model_copy(update={"lastUpdated": utc_now()})
             data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
             raw = data.encode("utf-8")
-            try:
-                atomic_write(path, raw)
-            except OSError as exc:
-                raise StorageError(f"could not save memory for {scope.describe()}: {exc.strerror or exc}") from exc
+            atomic_write(path, raw)
             state.document = _DocumentCache(raw, stored)
         return stored
 
@@ -192,9 +183,10 @@ class JsonStore:
             yield False
             return
         try:
-            ensure_directory(self.scope_dir(scope))
             try:
-                state.update_file_lock.acquire(timeout=0)
+                with _os_errors(f"lock the memory of {scope.describe()}"):
+                    ensure_directory(self.scope_dir(scope))
+                    state.update_file_lock.acquire(timeout=0)
             except Timeout:
                 yield False
                 return
@@ -213,8 +205,6 @@ class JsonStore:
         except FileNotFoundError:
             state.document = None
             return MemoryDocument()
-        except OSError as exc:
-            raise StorageError(f"could not read {path}: {exc.strerror or exc}") from exc
         if state.document is not None and state.document.raw == raw:
             return state.document.document
         try:
@@ -248,6 +238,16 @@ class JsonStore:
         """The cross-process lock of a scope; its directory is created on first use."""
         ensure_directory(self.scope_dir(scope))
         return state.file_lock
+
+
+@contextmanager
+def _os_errors(action: str) -> Iterator[None]:
+    """Report a failure of the filesystem (permissions, disk full, I/O) as a StorageError that says
+    what could not be done; the atomic writes and appends below leave the files as they were."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"could not {action}: {exc.strerror or exc}") from exc
 
 
 def _identifier_dirs(parent: Path) -> list[str]:
