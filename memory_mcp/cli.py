@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from memory_mcp import __version__
 from memory_mcp.config import ConfigError, load_settings
+from memory_mcp.service import MemoryService
 
 log = logging.getLogger("memory_mcp")
 
@@ -48,7 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     from memory_mcp.server import build_server
-    from memory_mcp.service import MemoryService
 
     service = MemoryService(settings)
     log.info(
@@ -58,17 +60,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.data_storage_path,
         f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
     )
-    # SIGTERM ends the server the way closing stdin does, so pending updates get their flush.
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, functools.partial(_flush_and_exit, service))
     service.start()
     try:
         build_server(service).run(transport=args.transport)
-    except KeyboardInterrupt:
-        pass
     finally:
         service.close()
     return 0
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _flush_and_exit(service: MemoryService, signum: int, frame: object) -> None:
+    """Give pending updates their bounded flush, then leave at once.
+
+    An orderly return cannot be had here: the SDK reads stdin in a thread blocked in read(),
+    which would keep the process alive until the host closes the pipe. Leaving abruptly loses
+    nothing: every acknowledged exchange is already on disk, and unfinished updates resume at
+    the next start.
+    """
+    log.info("%s: finishing pending memory updates, then exiting", signal.Signals(signum).name)
+    service.close()
+    logging.shutdown()
+    os._exit(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from datetime import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -261,7 +262,8 @@ class MemoryService:
             if entry.generation != page_log.generation:
                 entry.index, entry.generation = LexicalIndex(), page_log.generation
             pages = page_log.pages
-            entry.index.extend(_page_text(page) for page in pages[len(entry.index) : len(pages)])
+            for page in pages[len(entry.index) : len(pages)]:
+                entry.index.add(_page_text(page), thread_key(page))
             return entry.index.search(query, limit, among_first=among_first)
 
     def _extraction_notes(self) -> list[str]:
@@ -313,4 +315,11 @@ class MemoryService:
 
 
 def _page_text(page: Page) -> str:
-    return f"{page.user_input}\n{page.agent_response}"
+    """What a page is found by: both sides of the exchange, and its date in words, so that
+    "what did I do in May 2023" matches pages from then."""
+    text = f"{page.user_input}\n{page.agent_response}"
+    try:
+        moment = datetime.fromisoformat(page.timestamp)
+    except ValueError:
+        return text
+    return f"{text}\n{moment:%B} {moment.day} {moment.year}"

@@ -11,9 +11,9 @@ import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMError, LLMTransientError
@@ -47,10 +47,13 @@ class SectionUpdate(BaseModel):
     shouldUpdate: bool = False
 
 
+NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
 class ProposedFact(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    content: str = Field(min_length=1)
+    content: NonBlank
     category: FactCategory
     confidence: float = Field(ge=0, le=1)
     sourceError: str | None = None
@@ -59,7 +62,7 @@ class ProposedFact(BaseModel):
 class ProposedKnowledge(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    content: str = Field(min_length=1)
+    content: NonBlank
     confidence: float = Field(0.8, ge=0, le=1)
 
 
@@ -171,13 +174,17 @@ class Updater:
         self.chat = chat
 
     def update_thread(self, scope: Scope, thread: str) -> UpdateReport:
-        """Analyse every pending page of `thread`, batch by batch. The caller holds the scope's
+        """Analyse the pending pages of `thread`, batch by batch. The caller holds the scope's
         exclusive update right. Stops at the first failure, leaving the rest pending."""
         report = UpdateReport()
+        # Only pages that exist now: later ones have restarted their debounce timer, and taking
+        # them here would send a call per add to a thread that is being written to.
+        until = len(self.store.read_pages(scope).pages)
         while True:
             pages = self.store.read_pages(scope).pages
             document = self.store.read_document(scope)
-            batch = pending_by_thread(pages, document.analysis).get(thread, [])[:MAX_BATCH_PAGES]
+            pending = pending_by_thread(pages, document.analysis).get(thread, [])
+            batch = [number for number in pending if number < until][:MAX_BATCH_PAGES]
             if not batch:
                 return report
             try:

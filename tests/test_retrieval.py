@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_mcp.retrieval import LexicalIndex, tokenize
+from memory_mcp.analysis import tokenize
+from memory_mcp.retrieval import LexicalIndex
 
 # --- tokenize -------------------------------------------------------------------------------
 
@@ -48,8 +49,10 @@ def test_tokenize_korean_words_become_bigrams() -> None:
 
 
 def build(*texts: str) -> LexicalIndex:
+    """An index of unrelated documents: each in its own thread, so no neighbour text is shared."""
     index = LexicalIndex()
-    index.extend(texts)
+    for number, text in enumerate(texts):
+        index.add(text, thread=f"t{number}")
     return index
 
 
@@ -131,8 +134,8 @@ def test_incremental_add_after_search_is_searchable() -> None:
     assert index.search("epsilon", limit=5) == []
     assert len(index) == 2
 
-    index.add("epsilon zeta")
-    index.add("alpha epsilon")
+    index.add("epsilon zeta", thread="t2")
+    index.add("alpha epsilon", thread="t3")
 
     assert len(index) == 4
     assert {number for number, _ in index.search("epsilon", limit=5)} == {2, 3}
@@ -143,7 +146,8 @@ def test_incremental_index_scores_match_a_fresh_index() -> None:
     texts = ["red apple pie", "green apple", "blue sky", "apple apple orchard", "red sky at night"]
     incremental = build(*texts[:2])
     incremental.search("apple", limit=5)  # a search in between must not disturb later adds
-    incremental.extend(texts[2:])
+    for number, text in enumerate(texts[2:], start=2):
+        incremental.add(text, thread=f"t{number}")
 
     assert incremental.search("red apple", limit=5) == build(*texts).search("red apple", limit=5)
 
@@ -211,3 +215,46 @@ def test_repeating_a_term_saturates_rather_than_dominates() -> None:
 
     # BM25's saturation and length normalisation: spamming a word does not win.
     assert hits[1] > hits[0]
+
+
+# --- neighbour text -------------------------------------------------------------------------
+
+
+def test_an_answer_is_found_by_the_words_of_the_question_before_it() -> None:
+    index = LexicalIndex()
+    for text in ("where did you go on holiday?", "we went to the lake in june", "pass the salt please"):
+        index.add(text, thread="chat")
+
+    holiday = dict(index.search("holiday", limit=3))
+
+    # Page 1 never says "holiday", yet it is found through the question before it.
+    assert set(holiday) == {0, 1}
+    assert {number for number, _ in index.search("holiday lake", limit=2)} == {0, 1}
+
+
+def test_neighbour_text_weighs_half_of_the_page_own_text() -> None:
+    index = LexicalIndex()
+    index.add("kayak", thread="chat")
+    index.add("nothing relevant here", thread="chat")
+
+    hits = dict(index.search("kayak", limit=2))
+
+    assert hits[0] > hits[1] > 0
+
+
+def test_neighbours_are_taken_only_from_the_same_thread() -> None:
+    index = LexicalIndex()
+    index.add("kayak trip planning", thread="a")
+    index.add("tax return questions", thread="b")
+    index.add("kayak rental prices", thread="a")
+
+    assert {number for number, _ in index.search("tax", limit=3)} == {1}
+    assert {number for number, _ in index.search("planning", limit=3)} == {0, 2}
+
+
+def test_stemming_and_function_words() -> None:
+    index = build("I went hiking in the mountains", "what did they do and when")
+
+    assert [number for number, _ in index.search("hiked mountain", limit=2)] == [0]
+    assert index.search("what did they do", limit=2) == []  # function words alone match nothing
+

@@ -225,11 +225,12 @@ def test_short_term_memory_with_fewer_pages_than_capacity(service: MemoryService
 
 def test_retrieved_pages_exclude_short_term_and_are_ordered_by_score(data_dir: Path) -> None:
     service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=2))
-    weak = add(service, "I went hiking last weekend with my sister and friends").page_id
-    add(service, "the weather report said rain")
-    strong = add(service, "hiking boots hiking trails").page_id
-    add(service, "my favourite colour is blue")
-    recent = [add(service, f"hiking again today {i}").page_id for i in range(2)]  # short-term
+    # Separate threads, so no page borrows a neighbour's words.
+    weak = add(service, "I went hiking last weekend with my sister and friends", thread_id="a").page_id
+    add(service, "the weather report said rain", thread_id="b")
+    strong = add(service, "hiking boots hiking trails", thread_id="c").page_id
+    add(service, "my favourite colour is blue", thread_id="d")
+    recent = [add(service, f"hiking again today {i}", thread_id=f"e{i}").page_id for i in range(2)]  # short-term
 
     result = retrieve(service, "hiking")
 
@@ -238,6 +239,20 @@ def test_retrieved_pages_exclude_short_term_and_are_ordered_by_score(data_dir: P
     assert [page.page_id for page in result.short_term_memory] == recent
     scores = [page.score for page in result.retrieved_pages]
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[1] > 0
+
+
+def test_a_page_is_found_by_its_date_and_by_its_neighbours_words(data_dir: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1))
+    question = add(service, "Any plans for the long weekend?", "Not yet!", thread_id="chat", timestamp="2023-05-26 09:00:00")
+    answer = add(service, "We'll rent a cabin by the lake.", "Lovely.", thread_id="chat", timestamp="2023-05-26 09:01:00")
+    add(service, "Unrelated chatter about taxes", "Sure.", thread_id="other", timestamp="2023-08-02 10:00:00")
+    add(service, "newest page, kept as short-term memory", "ok", thread_id="other")
+
+    by_neighbour = [page.page_id for page in retrieve(service, "long weekend").retrieved_pages]
+    by_date = [page.page_id for page in retrieve(service, "what happened in May 2023").retrieved_pages]
+
+    assert by_neighbour == [question.page_id, answer.page_id]
+    assert set(by_date[:2]) == {question.page_id, answer.page_id}  # August 2023 matches only the year
 
 
 def test_max_results_limits_retrieved_pages(data_dir: Path) -> None:
@@ -413,12 +428,12 @@ def test_users_and_agents_are_isolated(service: MemoryService) -> None:
 def test_page_added_by_another_service_instance_is_found(data_dir: Path) -> None:
     settings = Settings(data_storage_path=data_dir, short_term_capacity=1)
     first, second = MemoryService(settings), MemoryService(settings)
-    add(first, "we talked about gardening")
-    add(first, "filler one")
+    add(first, "we talked about gardening", thread_id="a")
+    add(first, "filler one", thread_id="b")
     assert retrieve(first, "volcano").retrieved_pages == []  # builds first's index
 
-    target = add(second, "my trip to the volcano in Iceland").page_id
-    add(second, "filler two")  # keeps the target out of short-term memory
+    target = add(second, "my trip to the volcano in Iceland", thread_id="c").page_id
+    add(second, "filler two", thread_id="d")  # keeps the target out of short-term memory
 
     result = retrieve(first, "volcano")
     assert [page.page_id for page in result.retrieved_pages] == [target]

@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
-LOCK_FILE = ".lock"
+LOG_LOCK_FILE = ".lock"
+DOCUMENT_LOCK_FILE = ".memory.lock"
 UPDATE_LOCK_FILE = ".update.lock"
 
 _generations = itertools.count(1)
@@ -59,8 +60,13 @@ class _DocumentCache:
 
 @dataclass
 class _ScopeState:
-    lock: threading.Lock
-    file_lock: FileLock
+    """Locks of one scope. The page log and the document have separate locks, so an add never
+    waits behind a document write (two fsyncs); the update lock only marks whose turn it is."""
+
+    log_lock: threading.Lock
+    log_file_lock: FileLock
+    document_lock: threading.Lock
+    document_file_lock: FileLock
     update_guard: threading.Lock
     update_file_lock: FileLock
     log: _LogCache | None = None
@@ -99,7 +105,11 @@ class JsonStore:
         record = (page.model_dump_json() + "\n").encode("utf-8")
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
-        with _os_errors(f"store the page for {scope.describe()}"), state.lock, self._file_lock(state, scope):
+        with (
+            _os_errors(f"store the page for {scope.describe()}"),
+            state.log_lock,
+            self._locked(state.log_file_lock, scope),
+        ):
             size_before = append_record(path, record)
             cache = state.log
             # Extend the cache in place only if it had read exactly up to where this record went.
@@ -111,7 +121,7 @@ class JsonStore:
     def read_pages(self, scope: Scope) -> PageLog:
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
-        with _os_errors(f"read the pages of {scope.describe()}"), state.lock:
+        with _os_errors(f"read the pages of {scope.describe()}"), state.log_lock:
             try:
                 stat = path.stat()
             except FileNotFoundError:
@@ -122,7 +132,7 @@ class JsonStore:
             if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
                 cache = state.log = _LogCache(inode=stat.st_ino)
             if stat.st_size > cache.offset:
-                with self._file_lock(state, scope):
+                with self._locked(state.log_file_lock, scope):
                     self._read_new_records(path, cache, scope)
             return PageLog(cache.generation, cache.pages)
 
@@ -155,7 +165,7 @@ class JsonStore:
     def read_document(self, scope: Scope) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
-        with _os_errors(f"read the memory of {scope.describe()}"), state.lock:
+        with _os_errors(f"read the memory of {scope.describe()}"), state.document_lock:
             return self._current_document(state, path)
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
@@ -166,7 +176,11 @@ class JsonStore:
     ) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
-        with _os_errors(f"save the memory of {scope.describe()}"), state.lock, self._file_lock(state, scope):
+        with (
+            _os_errors(f"save the memory of {scope.describe()}"),
+            state.document_lock,
+            self._locked(state.document_file_lock, scope),
+        ):
             # Reading first also means a damaged file is reported, never overwritten.
             current = self._current_document(state, path)
             stored = change(current).model_copy(update={"lastUpdated": utc_now()})
@@ -226,18 +240,20 @@ class JsonStore:
             if state is None:
                 directory = self.scope_dir(scope)
                 state = _ScopeState(
-                    lock=threading.Lock(),
-                    file_lock=FileLock(directory / LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    log_lock=threading.Lock(),
+                    log_file_lock=FileLock(directory / LOG_LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    document_lock=threading.Lock(),
+                    document_file_lock=FileLock(directory / DOCUMENT_LOCK_FILE, mode=FILE_MODE, thread_local=False),
                     update_guard=threading.Lock(),
                     update_file_lock=FileLock(directory / UPDATE_LOCK_FILE, mode=FILE_MODE, thread_local=False),
                 )
                 self._states[scope] = state
             return state
 
-    def _file_lock(self, state: _ScopeState, scope: Scope) -> FileLock:
-        """The cross-process lock of a scope; its directory is created on first use."""
+    def _locked(self, file_lock: FileLock, scope: Scope) -> FileLock:
+        """A cross-process lock of the scope, ready to enter; the scope's directory is made first."""
         ensure_directory(self.scope_dir(scope))
-        return state.file_lock
+        return file_lock
 
 
 @contextmanager
