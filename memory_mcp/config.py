@@ -71,12 +71,23 @@ class Settings(BaseModel):
     short_term_capacity: int = Field(
         10, ge=1, le=1000, description="Most recent exchanges always returned as short-term memory."
     )
-    # The next four shape the mid-term session tier; they are accepted (and validated) now so
-    # MemoryOS configs load unchanged, and take effect when session tiers are built.
-    mid_term_capacity: int = Field(2000, ge=1, description="Sessions kept in the hot retrieval index (tiers).")
-    long_term_knowledge_capacity: int = Field(100, ge=1, description="Assistant-knowledge entries kept (tiers).")
-    retrieval_queue_capacity: int = Field(7, ge=1, le=100, description="Sessions searched per query (tiers).")
-    mid_term_heat_threshold: float = Field(5.0, ge=0, description="Session heat that triggers consolidation (tiers).")
+    mid_term_capacity: int = Field(
+        2000, ge=1, description="Sessions searched by default; beyond it the coldest analysed ones are archived."
+    )
+    long_term_knowledge_capacity: int = Field(100, ge=1, description="Assistant-knowledge entries kept.")
+    retrieval_queue_capacity: int = Field(
+        7, ge=1, le=100, description="Accepted for MemoryOS configs; retrieval ranks pages, not a session queue."
+    )
+    mid_term_heat_threshold: float = Field(
+        5.0, ge=0, description="Session heat at which its pending exchanges are analysed at once."
+    )
+    heat_alpha: float = Field(1.0, ge=0, description="Heat per retrieval visit of a session.")
+    heat_beta: float = Field(1.0, ge=0, description="Heat per exchange in a session since its last consolidation.")
+    heat_gamma: float = Field(1.0, ge=0, description="Heat of a session visited just now, decaying with time.")
+    heat_tau_hours: float = Field(24.0, gt=0, description="Time constant of the recency decay, in hours.")
+    heat_ranking_weight: float = Field(
+        0.05, ge=0, le=1, description="How much a session's heat lifts its pages' retrieval scores."
+    )
     max_text_chars: int = Field(
         100_000, ge=1, description="Longest user_input or agent_response accepted, in characters."
     )

@@ -126,6 +126,23 @@ class AnalysisProgress(BaseModel):
     threads: dict[str, int] = Field(default_factory=dict)
 
 
+class SessionState(BaseModel):
+    """What is kept about one mid-term session (a thread, or a day of thread-less exchanges).
+
+    Its size is not stored: it is counted from the page log. `counted` is the size at the last
+    consolidation, since heat counts only the exchanges after it (MemoryOS resets them).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    visits: int = Field(0, ge=0)
+    lastVisit: str = ""
+    counted: int = Field(0, ge=0)
+    archived: bool = False
+    summary: str = ""
+    keywords: list[str] = Field(default_factory=list)
+
+
 class MemoryDocument(BaseModel):
     """memory.json: the structured memory of one user (or one user's agent).
 
@@ -141,6 +158,7 @@ class MemoryDocument(BaseModel):
     facts: list[Fact] = Field(default_factory=list)
     assistantKnowledge: list[KnowledgeEntry] = Field(default_factory=list)
     analysis: AnalysisProgress = Field(default_factory=AnalysisProgress)
+    sessions: dict[str, SessionState] = Field(default_factory=dict)
 
     def is_empty(self) -> bool:
         sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
@@ -216,6 +234,7 @@ class RetrieveMemoryRequest(_Request):
     max_results: int = Field(10, ge=1, le=100)
     max_tokens: int | None = Field(None, ge=100, le=8000)
     current_context: str = ""
+    include_archived: bool = False
 
 
 class FlushRequest(_Request):

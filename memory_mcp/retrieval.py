@@ -16,6 +16,7 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memory_mcp.analysis import analyze
 
@@ -87,10 +88,13 @@ class LexicalIndex:
         postings[1].append(weight)
         return len(postings[0]) - 1
 
-    def search(self, query: str, limit: int, among_first: int | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query: str, limit: int, among_first: int | None = None, allowed: Any = None
+    ) -> list[tuple[int, float]]:
         """Best `limit` documents for `query` as (number, score), best first; zero scores omitted.
 
-        `among_first` restricts the answer to documents numbered below it.
+        `among_first` restricts the answer to documents numbered below it; `allowed`, a boolean
+        numpy array over the first documents, to those marked True.
         """
         # numpy is imported here, not at module load: the server must answer its handshake
         # before any heavy import, and the first search is the first moment it is needed.
@@ -115,6 +119,9 @@ class LexicalIndex:
             del documents, weights  # release the buffer exports before the arrays may grow again
         del lengths
         scores = scores[:candidates]
+        if allowed is not None:
+            covered = min(len(allowed), candidates)
+            scores[:covered][~allowed[:covered]] = 0.0
         top = min(limit, candidates)
         # Keep every document scoring at least the top-th best, so that ties at the cut are all
         # seen by the sort below, which hands them to the more recent exchange.

