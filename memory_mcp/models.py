@@ -98,6 +98,8 @@ class Fact(BaseModel):
     createdAt: str = ""
     source: str = "unknown"
     sourceError: str | None = None
+    validTo: str | None = Field(None, description="When it stopped holding; absent while it holds.")
+    supersededBy: str | None = Field(None, description="The fact that replaced it, if one did.")
 
 
 class KnowledgeEntry(BaseModel):
@@ -162,7 +164,8 @@ class MemoryDocument(BaseModel):
 
     def is_empty(self) -> bool:
         sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
-        return not self.facts and not self.assistantKnowledge and not any(s.summary for s in sections)
+        holding = [fact for fact in self.facts if fact.validTo is None]
+        return not holding and not self.assistantKnowledge and not any(s.summary for s in sections)
 
 
 # --- tool requests -----------------------------------------------------------------------
@@ -353,4 +356,162 @@ class FlushResult(BaseModel):
     assistant_knowledge_added: list[str]
     pending_pages: int = Field(description="Exchanges still awaiting analysis after this flush.")
     errors: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+
+# --- users own their memory ----------------------------------------------------------------
+
+EXPORT_FORMAT = "memory-mcp/export"
+EXPORT_VERSION = 1
+
+
+class ScopeExport(BaseModel):
+    """The memory of one agent of the exported user."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory: MemoryDocument
+    pages: list[Page]
+
+
+class ExportDocument(BaseModel):
+    """Everything stored for a user (or one agent of a user), as one JSON document.
+
+    What export_memory returns is exactly what import_memory accepts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["memory-mcp/export"] = EXPORT_FORMAT
+    version: Literal[1] = EXPORT_VERSION
+    exported_at: str
+    user_id: str
+    agent_name: str | None = None
+    memory: MemoryDocument
+    pages: list[Page]
+    agents: dict[str, ScopeExport] = Field(
+        default_factory=dict, description="With a whole user's export: each of their agents' memory."
+    )
+
+    @field_validator("user_id")
+    @classmethod
+    def _check_user(cls, value: str) -> str:
+        return validate_identifier("user_id", value)
+
+    @field_validator("agent_name")
+    @classmethod
+    def _check_agent(cls, value: str | None) -> str | None:
+        return None if value is None else validate_identifier("agent_name", value)
+
+    @field_validator("agents")
+    @classmethod
+    def _check_agents(cls, value: dict[str, ScopeExport]) -> dict[str, ScopeExport]:
+        for name in value:
+            validate_identifier("agents key", name)
+        return value
+
+
+class SearchFactsRequest(_Request):
+    query: str = ""
+    category: FactCategory | None = None
+    limit: int = Field(20, ge=1, le=500)
+    include_superseded: bool = False
+
+
+class AddFactRequest(_Request):
+    content: str = Field(min_length=1, max_length=2000)
+    category: FactCategory = "context"
+    confidence: float = Field(0.9, ge=0, le=1)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value.strip()
+
+
+class UpdateFactRequest(_Request):
+    fact_id: str = Field(min_length=1, max_length=64)
+    content: str | None = Field(None, min_length=1, max_length=2000)
+    category: FactCategory | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+
+
+class DeleteFactRequest(_Request):
+    fact_id: str = Field(min_length=1, max_length=64)
+
+
+class ForgetRequest(_Request):
+    confirm: str
+
+
+class ExportRequest(_Request):
+    pass
+
+
+class ImportRequest(_Request):
+    data: dict[str, Any]
+    mode: Literal["merge", "replace"] = "merge"
+
+
+class FactsResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    facts: list[ScoredFact]
+    total: int = Field(description="Facts matching the filters before `limit`.")
+
+
+class FactChangeResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    action: Literal["added", "updated", "replaced", "deleted", "duplicate"]
+    fact: Fact
+    message: str
+
+
+class ForgetResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    removed_pages: int
+    removed_facts: int
+    message: str
+
+
+class ImportResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    mode: Literal["merge", "replace"]
+    pages_added: int
+    pages_skipped: int = Field(description="Pages already present (same page_id).")
+    facts_added: int
+    facts_skipped: int = Field(description="Facts already present (same id or same content).")
+    agents: list[str]
+    message: str
+
+
+class UserSummary(BaseModel):
+    user_id: str
+    agents: list[str]
+    pages: int
+    facts: int
+    pending_pages: int
+
+
+class StatusResult(BaseModel):
+    status: Literal["success"] = "success"
+    version: str
+    data_dir: str
+    users: list[UserSummary]
+    llm_configured: bool
+    extraction: Literal["on", "off"]
+    llm_model: str | None
+    llm_base_url: str | None
+    token_counter: Literal["tiktoken", "char"]
+    queued_updates: int
+    last_update_errors: list[str]
     notes: list[str] = Field(default_factory=list)

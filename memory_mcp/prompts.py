@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from memory_mcp.facts import current
 from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.signals import Signals
 
@@ -57,7 +58,7 @@ def build_messages(document: MemoryDocument, pages: Sequence[Page], signals: Sig
         "history": document.history.model_dump(),
         "facts": [
             {"id": fact.id, "content": fact.content, "category": fact.category, "confidence": fact.confidence}
-            for fact in document.facts
+            for fact in current(document.facts)
         ],
         "assistantKnowledge": [entry.content for entry in document.assistantKnowledge],
     }

@@ -84,6 +84,14 @@ class UpdateQueue:
         for scope, thread in keys:
             self.notify(scope, thread, delay=0)
 
+    def discard(self, scope: Scope) -> None:
+        """Drop the timers of an erased scope (for a user: of their agents too)."""
+        with self._condition:
+            for key in [key for key in self._timers if key[0] == scope or _within_user(key[0], scope)]:
+                del self._timers[key]
+                self._failures.pop(key, None)
+                self.last_errors.pop(key, None)
+
     def queued(self) -> list[Key]:
         with self._condition:
             return list(self._timers)
@@ -182,3 +190,7 @@ class UpdateQueue:
             now = self._clock()
             self._timers[key] = _Timer(due=now + delay, first_notified=now, failures=failures)
             self._condition.notify()
+
+
+def _within_user(candidate: Scope, user_scope: Scope) -> bool:
+    return user_scope.agent_name is None and candidate.user_id == user_scope.user_id

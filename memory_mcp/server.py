@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -22,8 +22,22 @@ from memory_mcp.errors import MemoryServiceError
 from memory_mcp.ids import IDENTIFIER_RULE
 from memory_mcp.models import (
     TIMESTAMP_RULE,
+    AddFactRequest,
     AddMemoryRequest,
     AddMemoryResult,
+    DeleteFactRequest,
+    ExportDocument,
+    ExportRequest,
+    FactCategory,
+    FactChangeResult,
+    FactsResult,
+    ForgetRequest,
+    ForgetResult,
+    ImportRequest,
+    ImportResult,
+    SearchFactsRequest,
+    StatusResult,
+    UpdateFactRequest,
     FlushRequest,
     FlushResult,
     ProfileRequest,
@@ -52,6 +66,11 @@ AgentName = Annotated[
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+EDITS_IDEMPOTENT = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+DESTROYS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 # Flushing twice changes nothing more; it calls the configured LLM, an outside service.
 FLUSHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
@@ -199,6 +218,152 @@ class MemoryTools:
         return self.service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
 
 
+class OwnershipTools:
+    """Tools for looking through, correcting, moving and erasing memory."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    @_as_tool_errors
+    def search_facts(
+        self,
+        query: Annotated[str, Field(description="Words to look for; empty lists facts by confidence.")] = "",
+        category: Annotated[FactCategory | None, Field(description="Only facts of this category.")] = None,
+        limit: Annotated[int, Field(description="Most facts to return (1-500).")] = 20,
+        include_superseded: Annotated[
+            bool, Field(description="Also list facts that were replaced or withdrawn (with validTo, supersededBy).")
+        ] = False,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> FactsResult:
+        """List the facts known about the user, with their ids, categories, confidence, source and
+        timestamps. Call it when the user asks what you know about them, or to find a fact's id
+        before correcting or deleting it."""
+        return self.service.search_facts(
+            SearchFactsRequest.build(
+                query=query,
+                category=category,
+                limit=limit,
+                include_superseded=include_superseded,
+                user_id=user_id,
+                agent_name=agent_name,
+            )
+        )
+
+    @_as_tool_errors
+    def add_fact(
+        self,
+        content: Annotated[str, Field(description="The fact, as a short self-contained statement.")],
+        category: Annotated[FactCategory, Field(description="What kind of fact it is.")] = "context",
+        confidence: Annotated[float, Field(description="How sure it is, 0-1.")] = 0.9,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> FactChangeResult:
+        """Record a fact about the user directly, when they ask you to remember something
+        specific. A fact already known (same words) is reported, not added twice."""
+        return self.service.add_fact(
+            AddFactRequest.build(
+                content=content, category=category, confidence=confidence, user_id=user_id, agent_name=agent_name
+            )
+        )
+
+    @_as_tool_errors
+    def update_fact(
+        self,
+        fact_id: Annotated[str, Field(description="The fact's id, from search_facts.")],
+        content: Annotated[str | None, Field(description="New wording; omit to keep.")] = None,
+        category: Annotated[FactCategory | None, Field(description="New category; omit to keep.")] = None,
+        confidence: Annotated[float | None, Field(description="New confidence 0-1; omit to keep.")] = None,
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> FactChangeResult:
+        """Correct a fact when the user says it is wrong or out of date. New content replaces it:
+        the old version is kept as superseded (visible with search_facts include_superseded)."""
+        return self.service.update_fact(
+            UpdateFactRequest.build(
+                fact_id=fact_id,
+                content=content,
+                category=category,
+                confidence=confidence,
+                user_id=user_id,
+                agent_name=agent_name,
+            )
+        )
+
+    @_as_tool_errors
+    def delete_fact(
+        self,
+        fact_id: Annotated[str, Field(description="The fact's id, from search_facts.")],
+        user_id: UserId = None,
+        agent_name: AgentName = None,
+    ) -> FactChangeResult:
+        """Erase a fact for good, with the versions it replaced, when the user asks you to forget it."""
+        return self.service.delete_fact(
+            DeleteFactRequest.build(fact_id=fact_id, user_id=user_id, agent_name=agent_name)
+        )
+
+    @_as_tool_errors
+    def forget(
+        self,
+        user_id: Annotated[str, Field(description=f"The user whose memory to erase; {IDENTIFIER_RULE}.")],
+        confirm: Annotated[str, Field(description="Must repeat the user_id exactly, as a safeguard.")],
+        agent_name: Annotated[
+            str | None, Field(description="Erase only this agent's memory; omit to erase the user's and all agents'.")
+        ] = None,
+    ) -> ForgetResult:
+        """Erase everything stored for the user (exchanges, facts, profile, pending work) when they
+        ask to be forgotten. Irreversible; export_memory first if a copy is wanted."""
+        return self.service.forget(ForgetRequest.build(user_id=user_id, agent_name=agent_name, confirm=confirm))
+
+    @_as_tool_errors
+    def export_memory(self, user_id: UserId = None, agent_name: AgentName = None) -> ExportDocument:
+        """Return everything stored for the user as one JSON document (structured memory, every
+        exchange, and their agents' memory), to keep a copy or move it elsewhere. import_memory
+        accepts exactly this document."""
+        return self.service.export_memory(ExportRequest.build(user_id=user_id, agent_name=agent_name))
+
+    @_as_tool_errors
+    def import_memory(
+        self,
+        data: Annotated[
+            dict[str, Any], Field(description="A document from export_memory, or a DeerFlow memory.json object.")
+        ],
+        mode: Annotated[
+            Literal["merge", "replace"],
+            Field(description="merge: add what is new; replace: erase the user's memory first."),
+        ] = "merge",
+        user_id: Annotated[
+            str | None, Field(description="Import into this user instead of the one named in the document.")
+        ] = None,
+    ) -> ImportResult:
+        """Load memory exported by export_memory (or DeerFlow's memory.json). The whole document is
+        checked before anything is written; merge skips exchanges and facts already present."""
+        return self.service.import_memory(ImportRequest.build(data=data, mode=mode, user_id=user_id))
+
+    @_as_tool_errors
+    def memory_status(self) -> StatusResult:
+        """Where memory is stored, which users it holds with their counts, pending updates, and
+        whether LLM extraction is on. Call it to check the memory server's health or setup."""
+        return self.service.memory_status()
+
+    def profile_resource(self, user_id: str) -> str:
+        """The user's profile sections and facts, as JSON."""
+        request = ProfileRequest.build(user_id=user_id)
+        return self._resource(lambda: self.service.get_user_profile(request).model_dump_json(indent=2))
+
+    def facts_resource(self, user_id: str) -> str:
+        """The user's facts that hold, as JSON."""
+        request = SearchFactsRequest.build(user_id=user_id, limit=500)
+        return self._resource(lambda: self.service.search_facts(request).model_dump_json(indent=2))
+
+    @staticmethod
+    def _resource(read: Callable[[], str]) -> str:
+        try:
+            return read()
+        except MemoryServiceError as exc:
+            raise ResourceError(str(exc)) from exc
+
+
 class RejectUnknownArguments:
     """Refuse tool calls that carry arguments the tool does not have.
 
@@ -223,11 +388,20 @@ class RejectUnknownArguments:
 def build_server(service: MemoryService) -> MCPServer:
     """An MCP server exposing the memory tools of `service`."""
     tools = MemoryTools(service)
+    own = OwnershipTools(service)
     registered = (
         (tools.add_memory, "Remember an exchange", APPENDS),
         (tools.retrieve_memory, "Recall memory", READ_ONLY),
         (tools.get_user_profile, "User profile", READ_ONLY),
         (tools.flush_memory, "Update structured memory now", FLUSHES),
+        (own.search_facts, "Search facts", READ_ONLY),
+        (own.add_fact, "Add a fact", EDITS_IDEMPOTENT),
+        (own.update_fact, "Correct a fact", EDITS),
+        (own.delete_fact, "Delete a fact", DESTROYS),
+        (own.forget, "Forget a user", DESTROYS),
+        (own.export_memory, "Export memory", READ_ONLY),
+        (own.import_memory, "Import memory", DESTROYS),
+        (own.memory_status, "Memory status", READ_ONLY),
     )
     parameters = {method.__name__: set(inspect.signature(method).parameters) for method, _, _ in registered}
     server = MCPServer(
@@ -235,6 +409,11 @@ def build_server(service: MemoryService) -> MCPServer:
     )
     for method, title, annotations in registered:
         server.add_tool(method, title=title, description=_description(method), annotations=annotations)
+    for uri, method in (
+        ("memory://users/{user_id}/profile", own.profile_resource),
+        ("memory://users/{user_id}/facts", own.facts_resource),
+    ):
+        server.resource(uri, description=_description(method), mime_type="application/json")(method)
     # Prompt arguments arrive as strings, which is why max_tokens is one there.
     server.prompt(name="memory_context", title="Memory context", description=_description(tools.memory_context))(
         tools.memory_context

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -11,13 +12,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from memory_mcp import __version__, ownership
 from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput, StorageError
+from memory_mcp.errors import InvalidInput, NotFound, StorageError
+from memory_mcp.facts import current
 from memory_mcp.ids import new_id
 from memory_mcp.llm import ChatClient, RetryPolicy
 from memory_mcp.models import (
+    AddFactRequest,
     AddMemoryRequest,
     AddMemoryResult,
+    DeleteFactRequest,
+    ExportDocument,
+    ExportRequest,
+    FactChangeResult,
+    FactsResult,
+    ForgetRequest,
+    ForgetResult,
+    ImportRequest,
+    ImportResult,
     Fact,
     FlushRequest,
     FlushResult,
@@ -28,6 +41,10 @@ from memory_mcp.models import (
     ProfileSections,
     RetrieveMemoryRequest,
     RetrieveMemoryResult,
+    SearchFactsRequest,
+    StatusResult,
+    UpdateFactRequest,
+    UserSummary,
     ScoredFact,
     ScoredKnowledge,
     ScoredPage,
@@ -47,6 +64,7 @@ from memory_mcp.sessions import (
     thread_of_session,
 )
 from memory_mcp.tokens import TokenCounter
+from memory_mcp.transfer import MergeCounts, parse_import
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.json_store import JsonStore
 from memory_mcp.updater import Updater, UpdateReport, pending_threads
@@ -67,6 +85,7 @@ EXTRACTION_OFF_NOTE = (
     "Set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key "
     "(or OPENAI_API_KEY) to turn it on. Verbatim memory and retrieval work without it."
 )
+ERASE_WAIT_SECONDS = 60.0
 EXTRACTION_DISABLED_NOTE = "Structured memory is disabled (memory.enabled is false): only verbatim memory is kept."
 EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
 
@@ -169,7 +188,7 @@ class MemoryService:
         hits = self._search_pages(scope, page_log, document, request, among_first=recent_start)
         retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
         about = f"{request.query}\n{request.current_context}".strip()
-        facts = self._rank_entries(document.facts, about, ScoredFact)
+        facts = self._rank_entries(current(document.facts), about, ScoredFact)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
         notes = self._notes(document)
         context, context_tokens = self._context(request, document, facts, retrieved, notes)
@@ -193,7 +212,8 @@ class MemoryService:
         """The structured memory of a user: profile sections, and facts or knowledge when asked."""
         scope = self._scope(request.user_id, request.agent_name)
         document = self.store.read_document(scope)
-        facts = sorted(document.facts, key=lambda fact: -fact.confidence) if request.include_knowledge else None
+        holding = current(document.facts)
+        facts = sorted(holding, key=lambda fact: -fact.confidence) if request.include_knowledge else None
         knowledge = list(document.assistantKnowledge) if request.include_assistant_knowledge else None
         return UserProfileResult(
             user_id=scope.user_id,
@@ -231,11 +251,117 @@ class MemoryService:
             notes=notes,
         )
 
+    # --- users own their memory -----------------------------------------------------------
+
+    def search_facts(self, request: SearchFactsRequest) -> FactsResult:
+        return ownership.search_facts(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+
+    def add_fact(self, request: AddFactRequest) -> FactChangeResult:
+        return ownership.add_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+
+    def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
+        return ownership.update_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+
+    def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
+        return ownership.delete_fact(self.store, self._scope(request.user_id, request.agent_name), request)
+
+    def export_memory(self, request: ExportRequest) -> ExportDocument:
+        scope = self._scope(request.user_id, request.agent_name)
+        self._require_stored(scope)
+        agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
+        return ownership.export_scope(self.store, scope, agents)
+
+    def import_memory(self, request: ImportRequest) -> ImportResult:
+        """Validate the whole document first; then write (after erasing, with mode 'replace')."""
+        document = parse_import(request.data, request.user_id)
+        scope = Scope(document.user_id, request.agent_name or document.agent_name)
+        parts = [(scope, document.memory, document.pages)]
+        parts += [(Scope(document.user_id, name), agent.memory, agent.pages) for name, agent in document.agents.items()]
+        replace = request.mode == "replace"
+        if replace:
+            for part_scope, _, _ in parts:
+                self._erase(part_scope)
+        counts = MergeCounts()
+        for part_scope, memory, pages in parts:
+            counts.add(ownership.import_scope(self.store, part_scope, memory, pages, replace))
+        return ownership.import_result(document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts)
+
+    def forget(self, request: ForgetRequest) -> ForgetResult:
+        """Erase everything stored for the scope; with no agent_name, the user's agents too."""
+        scope = self._scope(request.user_id, request.agent_name)
+        if request.confirm != scope.user_id:
+            raise InvalidInput(f"confirm must equal the user_id ({scope.user_id!r}) to erase that user's memory")
+        self._require_stored(scope)
+        scopes = [scope] + ([Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else [])
+        pages = sum(len(self.store.read_pages(each).pages) for each in scopes)
+        facts = sum(len(self.store.read_document(each).facts) for each in scopes)
+        self._erase(scope)
+        return ForgetResult(
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            removed_pages=pages,
+            removed_facts=facts,
+            message=f"Erased all memory of {scope.describe()}{' and its agents' if scope.agent_name is None else ''}.",
+        )
+
+    def memory_status(self) -> StatusResult:
+        users = []
+        for user_id in self.store.list_users():
+            agents = self.store.list_agents(user_id)
+            scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
+            users.append(
+                UserSummary(
+                    user_id=user_id,
+                    agents=agents,
+                    pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),
+                    facts=sum(len(current(self.store.read_document(scope).facts)) for scope in scopes),
+                    pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
+                )
+            )
+        errors = list(self._queue.last_errors.values()) if self._queue is not None else []
+        return StatusResult(
+            version=__version__,
+            data_dir=str(self.settings.data_storage_path),
+            users=users,
+            llm_configured=self.settings.llm_configured,
+            extraction="on" if self.extraction_on else "off",
+            llm_model=self.settings.llm_model if self.settings.llm_configured else None,
+            llm_base_url=self.settings.openai_base_url,
+            token_counter=self._tokens.method,  # type: ignore[arg-type]
+            queued_updates=len(self._queue.queued()) if self._queue is not None else 0,
+            last_update_errors=errors,
+            notes=self._extraction_notes(),
+        )
+
     # --- internals ------------------------------------------------------------------------
+
+    def _require_stored(self, scope: Scope) -> None:
+        if scope.user_id not in self.store.list_users() or (
+            scope.agent_name is not None and scope.agent_name not in self.store.list_agents(scope.user_id)
+        ):
+            raise NotFound(f"nothing is stored for {scope.describe()}; memory_status lists the users")
+
+    def _erase(self, scope: Scope) -> None:
+        """Erase a scope once no update is running on it (an update finishing afterwards would
+        write back what was just erased), and forget everything cached about it."""
+        affected = [scope] + ([Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else [])
+        with contextlib.ExitStack() as held:
+            for each in affected:
+                if not held.enter_context(self.store.exclusive_updates(each, wait=ERASE_WAIT_SECONDS)):
+                    raise StorageError(f"memory of {each.describe()} is being updated; try again in a minute")
+            self.store.erase(scope)
+        with self._caches_guard:
+            for each in affected:
+                self._caches.pop(each, None)
+        if self._queue is not None:
+            self._queue.discard(scope)
+
 
     def _run_update(self, scope: Scope, thread: str) -> UpdateReport:
         """One queued update, with the scope's update right held across threads and processes."""
         assert self._updater is not None
+        if not self.store.read_pages(scope).pages:
+            return UpdateReport()  # nothing stored (or just erased)
         with self.store.exclusive_updates(scope) as acquired:
             if not acquired:
                 return UpdateReport(errors=["another process is updating this memory; will retry"])

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMError, LLMTransientError
+from memory_mcp.facts import cap, current, keep_most_confident, new_fact_id, normalise, retire
 from memory_mcp.llm import ChatClient
 from memory_mcp.models import Fact, FactCategory, KnowledgeEntry, MemoryDocument, Page, Section, utc_now
 from memory_mcp.pending import mark_analysed, pending_by_thread
@@ -135,18 +136,19 @@ def apply_proposal(
     history = _apply_sections(
         document.history.model_copy(deep=True), HISTORY_SECTIONS, proposal.history, now, report, "history"
     )
-    removing = set(proposal.factsToRemove)
-    kept = [fact for fact in document.facts if fact.id not in removing]
-    report.facts_removed = [fact.content for fact in document.facts if fact.id in removing]
-    seen = {_normalise(fact.content) for fact in kept}
+    holding = current(document.facts)
+    removing = set(proposal.factsToRemove) & {fact.id for fact in holding}
+    report.facts_removed = [fact.content for fact in holding if fact.id in removing]
+    seen = {normalise(fact.content) for fact in holding if fact.id not in removing}
+    added: list[Fact] = []
     for proposed in facts:
-        key = _normalise(proposed.content)
+        key = normalise(proposed.content)
         if proposed.confidence < settings.memory.fact_confidence_threshold or key in seen or _UPLOAD.search(key):
             continue
         seen.add(key)
-        kept.append(
+        added.append(
             Fact(
-                id=f"fact_{secrets.token_hex(4)}",
+                id=new_fact_id(),
                 content=proposed.content.strip(),
                 category=proposed.category,
                 confidence=proposed.confidence,
@@ -155,9 +157,12 @@ def apply_proposal(
                 sourceError=proposed.sourceError if proposed.category == "correction" else None,
             )
         )
-    facts_kept = _trim(kept, settings.memory.max_facts)
-    existing = {fact.id for fact in document.facts}
-    report.facts_added = [fact.content for fact in facts_kept if fact.id not in existing]
+    # What the LLM removes is retired, not erased; when it adds a fact in the same breath, the
+    # removed ones were replaced by it.
+    replaced_by = added[0].id if len(added) == 1 else None
+    facts_kept = cap([*retire(document.facts, removing, now, replaced_by), *added], settings.memory.max_facts)
+    kept_ids = {fact.id for fact in current(facts_kept)}
+    report.facts_added = [fact.content for fact in added if fact.id in kept_ids]
     knowledge = _apply_knowledge(document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report)
     updated = document.model_copy(
         update={"user": user, "history": history, "facts": facts_kept, "assistantKnowledge": knowledge}
@@ -252,13 +257,13 @@ def _apply_knowledge(
     report: UpdateReport,
 ) -> list[KnowledgeEntry]:
     entries = list(existing)
-    seen = {_normalise(entry.content) for entry in entries}
+    seen = {normalise(entry.content) for entry in entries}
     for raw in raw_entries:
         try:
             proposed = ProposedKnowledge.model_validate({"content": raw} if isinstance(raw, str) else raw)
         except ValidationError:
             continue
-        key = _normalise(proposed.content)
+        key = normalise(proposed.content)
         if key in seen or _UPLOAD.search(key):
             continue
         seen.add(key)
@@ -271,23 +276,10 @@ def _apply_knowledge(
                 source=source or "unknown",
             )
         )
-    kept = _trim(entries, settings.long_term_knowledge_capacity)
+    kept = keep_most_confident(entries, settings.long_term_knowledge_capacity)
     existing_ids = {entry.id for entry in existing}
     report.knowledge_added = [entry.content for entry in kept if entry.id not in existing_ids]
     return kept
-
-
-def _trim(entries: list[Any], capacity: int) -> list[Any]:
-    """Keep the most confident entries (the newer on ties), in their original order."""
-    if len(entries) <= capacity:
-        return entries
-    ranked = sorted(range(len(entries)), key=lambda i: (-entries[i].confidence, -i))
-    keep = set(ranked[:capacity])
-    return [entry for i, entry in enumerate(entries) if i in keep]
-
-
-def _normalise(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def _strip_upload_mentions(summary: str) -> str:

@@ -18,12 +18,28 @@ PARAMETERS = {
     ],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name"],
+    "search_facts": ["query", "category", "limit", "include_superseded", "user_id", "agent_name"],
+    "add_fact": ["content", "category", "confidence", "user_id", "agent_name"],
+    "update_fact": ["fact_id", "content", "category", "confidence", "user_id", "agent_name"],
+    "delete_fact": ["fact_id", "user_id", "agent_name"],
+    "forget": ["user_id", "confirm", "agent_name"],
+    "export_memory": ["user_id", "agent_name"],
+    "import_memory": ["data", "mode", "user_id"],
+    "memory_status": [],
 }
 REQUIRED = {
     "add_memory": ["user_input", "agent_response"],
     "retrieve_memory": ["query"],
     "get_user_profile": [],
     "flush_memory": [],
+    "search_facts": [],
+    "add_fact": ["content"],
+    "update_fact": ["fact_id"],
+    "delete_fact": ["fact_id"],
+    "forget": ["user_id", "confirm"],
+    "export_memory": [],
+    "import_memory": ["data"],
+    "memory_status": [],
 }
 RESULT_FIELDS = {
     "add_memory": {"status", "message", "page_id", "user_id", "agent_name", "thread_id", "timestamp"},
@@ -39,7 +55,23 @@ RESULT_FIELDS = {
         "status", "user_id", "agent_name", "extraction", "pages_analysed", "llm_calls", "facts_added",
         "facts_removed", "sections_updated", "assistant_knowledge_added", "pending_pages", "errors", "notes",
     },
+    "search_facts": {"status", "user_id", "agent_name", "facts", "total"},
+    "add_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
+    "update_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
+    "delete_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
+    "forget": {"status", "user_id", "agent_name", "removed_pages", "removed_facts", "message"},
+    "export_memory": {"format", "version", "exported_at", "user_id", "agent_name", "memory", "pages", "agents"},
+    "import_memory": {
+        "status", "user_id", "agent_name", "mode", "pages_added", "pages_skipped", "facts_added",
+        "facts_skipped", "agents", "message",
+    },
+    "memory_status": {
+        "status", "version", "data_dir", "users", "llm_configured", "extraction", "llm_model", "llm_base_url",
+        "token_counter", "queued_updates", "last_update_errors", "notes",
+    },
 }
+DESTRUCTIVE = {"delete_fact", "forget", "import_memory"}
+READ_ONLY = {"retrieve_memory", "get_user_profile", "search_facts", "export_memory", "memory_status"}
 PAGE_FIELDS = {"page_id", "user_input", "agent_response", "timestamp", "meta_data", "thread_id"}
 
 
@@ -76,3 +108,10 @@ def test_defaults_match_the_contract(service: MemoryService) -> None:
     profile = tools["get_user_profile"].input_schema["properties"]
     assert profile["include_knowledge"]["default"] is True
     assert profile["include_assistant_knowledge"]["default"] is False
+
+
+def test_annotations_mark_what_reads_and_what_destroys(service: MemoryService) -> None:
+    for name, tool in listed_tools(service).items():
+        assert bool(tool.annotations.read_only_hint) == (name in READ_ONLY), name
+        assert bool(tool.annotations.destructive_hint) == (name in DESTRUCTIVE), name
+

@@ -44,6 +44,12 @@ class MemoryStore(Protocol):
     def append_page(self, scope: Scope, page: Page) -> None:
         """Store `page` durably before returning; concurrent appenders never lose or mix records."""
 
+    def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        """Store several pages in order, durably, as one write."""
+
+    def erase(self, scope: Scope) -> None:
+        """Remove everything stored for `scope`; for a user (agent_name None), their agents too."""
+
     def read_pages(self, scope: Scope) -> PageLog:
         """All pages of `scope`, including those other processes appended since the last read."""
 
@@ -57,12 +63,15 @@ class MemoryStore(Protocol):
     def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
         """Read, change and write the document under the scope's lock, so no concurrent edit is lost."""
 
-    def exclusive_updates(self, scope: Scope) -> AbstractContextManager[bool]:
+    def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> AbstractContextManager[bool]:
         """Claim the right to run the memory updater on `scope`, across threads and processes.
-        Yields False at once (never waits) when someone else holds it."""
+        Yields False when someone else still holds it after `wait` seconds (0: do not wait)."""
 
     def list_users(self) -> list[str]:
         """Ids of every user with stored memory, sorted."""
+
+    def list_agents(self, user_id: str) -> list[str]:
+        """Names of the user's agents with stored memory, sorted."""
 
     def list_scopes(self) -> list[Scope]:
         """Every user and every agent of a user with stored memory."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -39,19 +40,20 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def append_record(path: Path, record: bytes) -> int:
-    """Append one newline-terminated record and fsync it; return the file size before the append.
+def append_records(path: Path, records: bytes) -> int:
+    """Append whole newline-terminated records with one write and one fsync; return the file
+    size before the append.
 
     The caller must hold the file's lock. An unfinished record left by a writer that crashed
-    mid-append is cut off first, so it can never fuse with this one into a corrupt line.
+    mid-append is cut off first, so it can never fuse with these into a corrupt line.
     """
-    if not record.endswith(b"\n") or b"\n" in record[:-1]:
-        raise ValueError("a record is exactly one line ending in a newline")
+    if not records.endswith(b"\n"):
+        raise ValueError("records must be whole lines, each ending in a newline")
     created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
     try:
         size = _cut_unfinished_tail(fd, path)
-        _write_all(fd, record)
+        _write_all(fd, records)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -79,6 +81,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory and everything in it, durably (the parent's entry is fsync'd)."""
+    if path.exists():
+        shutil.rmtree(path)
+        fsync_directory(path.parent)
 
 
 def _write_all(fd: int, data: bytes) -> None:

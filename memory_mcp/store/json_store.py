@@ -15,7 +15,8 @@ import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from memory_mcp.errors import StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
 from memory_mcp.store import PageLog, Scope
-from memory_mcp.store.durable import FILE_MODE, append_record, atomic_write, ensure_directory
+from memory_mcp.store.durable import FILE_MODE, append_records, atomic_write, ensure_directory, remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class JsonStore:
     def list_users(self) -> list[str]:
         return _identifier_dirs(self.root / "users")
 
+    def list_agents(self, user_id: str) -> list[str]:
+        return _identifier_dirs(self.root / "users" / validate_identifier("user_id", user_id) / "agents")
+
     def list_scopes(self) -> list[Scope]:
         scopes = []
         for user_id in self.list_users():
@@ -102,21 +106,35 @@ class JsonStore:
     # --- pages ----------------------------------------------------------------------------
 
     def append_page(self, scope: Scope, page: Page) -> None:
-        record = (page.model_dump_json() + "\n").encode("utf-8")
+        self.append_pages(scope, [page])
+
+    def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        if not pages:
+            return
+        records = b"".join((page.model_dump_json() + "\n").encode("utf-8") for page in pages)
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
         with (
-            _os_errors(f"store the page for {scope.describe()}"),
+            _os_errors(f"store pages for {scope.describe()}"),
             state.log_lock,
             self._locked(state.log_file_lock, scope),
         ):
-            size_before = append_record(path, record)
+            size_before = append_records(path, records)
             cache = state.log
-            # Extend the cache in place only if it had read exactly up to where this record went.
+            # Extend the cache in place only if it had read exactly up to where these went.
             if cache is not None and cache.offset == size_before and cache.inode == path.stat().st_ino:
-                cache.pages.append(page)
-                cache.offset += len(record)
-                cache.lines += 1
+                cache.pages.extend(pages)
+                cache.offset += len(records)
+                cache.lines += len(pages)
+
+    def erase(self, scope: Scope) -> None:
+        directory = self.scope_dir(scope)
+        with _os_errors(f"erase the memory of {scope.describe()}"):
+            remove_tree(directory)
+        with self._states_guard:
+            for known in list(self._states):
+                if known == scope or (scope.agent_name is None and known.user_id == scope.user_id):
+                    del self._states[known]
 
     def read_pages(self, scope: Scope) -> PageLog:
         state = self._state(scope)
@@ -191,16 +209,20 @@ class JsonStore:
         return stored
 
     @contextmanager
-    def exclusive_updates(self, scope: Scope) -> Iterator[bool]:
+    def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> Iterator[bool]:
         state = self._state(scope)
-        if not state.update_guard.acquire(blocking=False):
+        deadline = time.monotonic() + wait
+        acquired = state.update_guard.acquire(timeout=wait) if wait > 0 else state.update_guard.acquire(blocking=False)
+        if not acquired:
             yield False
             return
         try:
+            if not self.scope_dir(scope).is_dir():
+                yield False  # nothing stored: nothing to update (and no directory to recreate)
+                return
             try:
                 with _os_errors(f"lock the memory of {scope.describe()}"):
-                    ensure_directory(self.scope_dir(scope))
-                    state.update_file_lock.acquire(timeout=0)
+                    state.update_file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
             except Timeout:
                 yield False
                 return

@@ -1,0 +1,64 @@
+"""Operations on a user's facts that keep history: a replaced fact is retired, not erased.
+
+A retired fact carries `validTo` (and `supersededBy` when a newer fact replaced it). It stays in
+memory.json and exports, and is left out of retrieval, injection and the updater's view, the way
+Graphiti invalidates edges instead of deleting them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+from memory_mcp.models import Fact, KnowledgeEntry
+
+EntryT = TypeVar("EntryT", Fact, KnowledgeEntry)
+
+
+def new_fact_id() -> str:
+    return f"fact_{secrets.token_hex(4)}"
+
+
+def normalise(text: str) -> str:
+    """What makes two facts the same: their words, ignoring case and spacing."""
+    return " ".join(text.split()).casefold()
+
+
+def current(facts: Iterable[Fact]) -> list[Fact]:
+    """Facts that hold now (not retired)."""
+    return [fact for fact in facts if fact.validTo is None]
+
+
+def find_current_duplicate(facts: Iterable[Fact], content: str) -> Fact | None:
+    key = normalise(content)
+    return next((fact for fact in current(facts) if normalise(fact.content) == key), None)
+
+
+def retire(facts: Sequence[Fact], ids: set[str], when: str, replaced_by: str | None) -> list[Fact]:
+    """The facts with those of `ids` that still hold marked as no longer valid from `when`."""
+    return [
+        fact.model_copy(update={"validTo": when, "supersededBy": replaced_by})
+        if fact.id in ids and fact.validTo is None
+        else fact
+        for fact in facts
+    ]
+
+
+def cap(facts: Sequence[Fact], max_current: int) -> list[Fact]:
+    """At most `max_current` facts that hold (the most confident), and as many retired ones,
+    the most recently retired kept: history is bounded too."""
+    holding = keep_most_confident(current(facts), max_current)
+    retired = [fact for fact in facts if fact.validTo is not None]
+    retired = sorted(retired, key=lambda fact: fact.validTo or "", reverse=True)[:max_current]
+    keep = {id(fact) for fact in [*holding, *retired]}
+    return [fact for fact in facts if id(fact) in keep]
+
+
+def keep_most_confident(entries: Sequence[EntryT], capacity: int) -> list[EntryT]:
+    """Keep the most confident entries (the newer on ties), in their original order."""
+    if len(entries) <= capacity:
+        return list(entries)
+    ranked = sorted(range(len(entries)), key=lambda i: (-entries[i].confidence, -i))
+    keep = set(ranked[:capacity])
+    return [entry for i, entry in enumerate(entries) if i in keep]

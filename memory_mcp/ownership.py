@@ -1,0 +1,211 @@
+"""What users do with their own memory: look through facts, correct them, export and import.
+
+Functions over the store for one scope; MemoryService resolves the scope and calls them.
+"""
+
+from __future__ import annotations
+
+from memory_mcp.analysis import analyze
+from memory_mcp.config import Settings
+from memory_mcp.errors import InvalidInput, NotFound
+from memory_mcp.facts import cap, current, find_current_duplicate, new_fact_id, retire
+from memory_mcp.models import (
+    AddFactRequest,
+    DeleteFactRequest,
+    ExportDocument,
+    Fact,
+    FactChangeResult,
+    FactsResult,
+    ImportResult,
+    MemoryDocument,
+    Page,
+    ScopeExport,
+    ScoredFact,
+    SearchFactsRequest,
+    UpdateFactRequest,
+    utc_now,
+)
+from memory_mcp.retrieval import rank_by_similarity_and_confidence
+from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.transfer import MergeCounts, merge_documents, merge_pages
+
+
+def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, settings: Settings) -> FactsResult:
+    facts = store.read_document(scope).facts
+    if not request.include_superseded:
+        facts = current(facts)
+    if request.category is not None:
+        facts = [fact for fact in facts if fact.category == request.category]
+    memory = settings.memory
+    ranked = rank_by_similarity_and_confidence(
+        [fact.content for fact in facts],
+        [fact.confidence for fact in facts],
+        request.query,
+        memory.similarity_weight,
+        memory.confidence_weight,
+    )
+    if request.query.strip():
+        # A search names what it is after: facts sharing no word with it are not results.
+        about = set(_words(request.query))
+        ranked = [(i, score) for i, score in ranked if about & set(_words(facts[i].content))]
+    found = [ScoredFact(**facts[i].model_dump(), score=round(score, 4)) for i, score in ranked]
+    return FactsResult(
+        user_id=scope.user_id, agent_name=scope.agent_name, facts=found[: request.limit], total=len(found)
+    )
+
+
+def add_fact(store: MemoryStore, scope: Scope, request: AddFactRequest, settings: Settings) -> FactChangeResult:
+    outcome: dict[str, Fact] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        duplicate = find_current_duplicate(document.facts, request.content)
+        if duplicate is not None:
+            outcome["duplicate"] = duplicate
+            return document
+        fact = Fact(
+            id=new_fact_id(),
+            content=request.content,
+            category=request.category,
+            confidence=request.confidence,
+            createdAt=utc_now(),
+            source="manual",
+        )
+        outcome["added"] = fact
+        return document.model_copy(update={"facts": cap([*document.facts, fact], settings.memory.max_facts)})
+
+    store.update_document(scope, change)
+    if "duplicate" in outcome:
+        return _changed(scope, "duplicate", outcome["duplicate"], "The same fact is already known; nothing was added.")
+    return _changed(scope, "added", outcome["added"], "Fact added.")
+
+
+def update_fact(store: MemoryStore, scope: Scope, request: UpdateFactRequest, settings: Settings) -> FactChangeResult:
+    """New content replaces the fact (the old one is kept as superseded); a new category or
+    confidence alone edits it in place."""
+    if request.content is None and request.category is None and request.confidence is None:
+        raise InvalidInput("update_fact needs at least one of content, category, confidence")
+    outcome: dict[str, Fact] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        old = _holding_fact(document, request.fact_id)
+        edits = {
+            name: value
+            for name, value in (("category", request.category), ("confidence", request.confidence))
+            if value is not None
+        }
+        content = request.content.strip() if request.content is not None else old.content
+        if content == old.content:
+            fact = old.model_copy(update=edits)
+            outcome["updated"] = fact
+            return document.model_copy(update={"facts": [fact if f.id == old.id else f for f in document.facts]})
+        duplicate = find_current_duplicate([f for f in document.facts if f.id != old.id], content)
+        if duplicate is not None:
+            raise InvalidInput(f"content is already known as fact {duplicate.id}; delete one of the two instead")
+        now = utc_now()
+        fact = old.model_copy(update={**edits, "id": new_fact_id(), "content": content, "createdAt": now, "source": "manual"})
+        outcome["replaced"] = fact
+        facts = [*retire(document.facts, {old.id}, now, fact.id), fact]
+        return document.model_copy(update={"facts": cap(facts, settings.memory.max_facts)})
+
+    store.update_document(scope, change)
+    if "replaced" in outcome:
+        message = f"Fact replaced: {request.fact_id} is kept as superseded by {outcome['replaced'].id}."
+        return _changed(scope, "replaced", outcome["replaced"], message)
+    return _changed(scope, "updated", outcome["updated"], "Fact updated.")
+
+
+def delete_fact(store: MemoryStore, scope: Scope, request: DeleteFactRequest) -> FactChangeResult:
+    """Erase a fact outright (superseded versions of it included): the user asked for it gone."""
+    removed: dict[str, Fact] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        target = next((fact for fact in document.facts if fact.id == request.fact_id), None)
+        if target is None:
+            raise NotFound(f"no fact {request.fact_id!r} for {scope.describe()}; search_facts lists the ids")
+        removed["fact"] = target
+        chain = _predecessors(document.facts, target.id)
+        return document.model_copy(update={"facts": [f for f in document.facts if f.id not in chain]})
+
+    store.update_document(scope, change)
+    return _changed(scope, "deleted", removed["fact"], "Fact deleted, with any versions it superseded.")
+
+
+def export_scope(store: MemoryStore, scope: Scope, agents: list[str]) -> ExportDocument:
+    return ExportDocument(
+        exported_at=utc_now(),
+        user_id=scope.user_id,
+        agent_name=scope.agent_name,
+        memory=store.read_document(scope),
+        pages=list(store.read_pages(scope).pages),
+        agents={
+            agent: ScopeExport(
+                memory=store.read_document(Scope(scope.user_id, agent)),
+                pages=list(store.read_pages(Scope(scope.user_id, agent)).pages),
+            )
+            for agent in agents
+        },
+    )
+
+
+def import_scope(
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
+) -> MergeCounts:
+    """Write one scope of an import (the caller erased it first when replacing)."""
+    if replace:
+        store.append_pages(scope, pages)
+        store.write_document(scope, memory)
+        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
+    new_pages, counts = merge_pages(store.read_pages(scope).pages, pages)
+    store.append_pages(scope, new_pages)
+    merged: dict[str, MergeCounts] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        updated, merged["facts"] = merge_documents(document, memory)
+        return updated
+
+    store.update_document(scope, change)
+    counts.facts_added, counts.facts_skipped = merged["facts"].facts_added, merged["facts"].facts_skipped
+    return counts
+
+
+def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> ImportResult:
+    return ImportResult(
+        user_id=document.user_id,
+        agent_name=document.agent_name,
+        mode=mode,  # type: ignore[arg-type]
+        pages_added=counts.pages_added,
+        pages_skipped=counts.pages_skipped,
+        facts_added=counts.facts_added,
+        facts_skipped=counts.facts_skipped,
+        agents=sorted(document.agents),
+        message=f"Imported {counts.pages_added} exchanges and {counts.facts_added} facts ({mode}).",
+    )
+
+
+def _holding_fact(document: MemoryDocument, fact_id: str) -> Fact:
+    for fact in document.facts:
+        if fact.id == fact_id:
+            if fact.validTo is not None:
+                successor = f"; it was superseded by {fact.supersededBy}" if fact.supersededBy else ""
+                raise InvalidInput(f"fact {fact_id} no longer holds{successor}: change the current version")
+            return fact
+    raise NotFound(f"no fact {fact_id!r}; search_facts lists the ids")
+
+
+def _predecessors(facts: list[Fact], fact_id: str) -> set[str]:
+    """The fact and every fact it superseded, directly or through others."""
+    chain, frontier = {fact_id}, {fact_id}
+    while frontier:
+        frontier = {fact.id for fact in facts if fact.supersededBy in frontier and fact.id not in chain}
+        chain |= frontier
+    return chain
+
+
+def _changed(scope: Scope, action: str, fact: Fact, message: str) -> FactChangeResult:
+    return FactChangeResult(
+        user_id=scope.user_id, agent_name=scope.agent_name, action=action, fact=fact, message=message  # type: ignore[arg-type]
+    )
+
+
+def _words(text: str) -> list[str]:
+    return analyze(text)

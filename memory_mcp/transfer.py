@@ -1,0 +1,142 @@
+"""Export and import documents: building them, validating them whole, and merging them in.
+
+Import validates everything before anything is written, so a bad document changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from memory_mcp.errors import InvalidInput
+from memory_mcp.facts import current, normalise
+from memory_mcp.models import (
+    EXPORT_FORMAT,
+    ExportDocument,
+    MemoryDocument,
+    Page,
+    Section,
+    normalise_timestamp,
+)
+
+USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+
+
+@dataclass
+class MergeCounts:
+    pages_added: int = 0
+    pages_skipped: int = 0
+    facts_added: int = 0
+    facts_skipped: int = 0
+
+    def add(self, other: MergeCounts) -> None:
+        self.pages_added += other.pages_added
+        self.pages_skipped += other.pages_skipped
+        self.facts_added += other.facts_added
+        self.facts_skipped += other.facts_skipped
+
+
+def parse_import(data: dict[str, Any], user_id: str | None) -> ExportDocument:
+    """An export document from what the caller sent: our export format, or a DeerFlow memory.json
+    (structured memory without pages). Raises InvalidInput, naming what is wrong, otherwise."""
+    if data.get("format") == EXPORT_FORMAT:
+        document = _validated(ExportDocument, data, "data")
+    elif "format" not in data and {"facts", "user", "history"} & data.keys():
+        memory = _validated(MemoryDocument, data, "data (DeerFlow memory.json)")
+        document = ExportDocument(exported_at="", user_id=user_id or "default", memory=memory, pages=[])
+    else:
+        raise InvalidInput(
+            f"data is neither a memory-mcp export (format {EXPORT_FORMAT!r}) nor a DeerFlow memory.json "
+            "(an object with user, history and facts)"
+        )
+    for scope_pages in [document.pages, *(agent.pages for agent in document.agents.values())]:
+        _check_pages(scope_pages)
+    return document if user_id is None else document.model_copy(update={"user_id": user_id})
+
+
+def merge_pages(existing: Sequence[Page], incoming: Sequence[Page]) -> tuple[list[Page], MergeCounts]:
+    """The incoming pages not already stored (by page_id), in their order."""
+    known = {page.page_id for page in existing}
+    new = []
+    for page in incoming:
+        if page.page_id not in known:
+            known.add(page.page_id)
+            new.append(page)
+    return new, MergeCounts(pages_added=len(new), pages_skipped=len(incoming) - len(new))
+
+
+def merge_documents(existing: MemoryDocument, incoming: MemoryDocument) -> tuple[MemoryDocument, MergeCounts]:
+    """Existing memory with the incoming added: facts and knowledge deduplicated (by id, and for
+    facts that hold, by content), sections filled where empty, session visits summed."""
+    counts = MergeCounts()
+    facts = list(existing.facts)
+    known_ids = {fact.id for fact in facts}
+    known_content = {normalise(fact.content) for fact in current(facts)}
+    for fact in incoming.facts:
+        holds = fact.validTo is None
+        if fact.id in known_ids or (holds and normalise(fact.content) in known_content):
+            counts.facts_skipped += 1
+            continue
+        facts.append(fact)
+        known_ids.add(fact.id)
+        if holds:
+            known_content.add(normalise(fact.content))
+        counts.facts_added += 1
+    knowledge = list(existing.assistantKnowledge)
+    known_knowledge = {normalise(entry.content) for entry in knowledge}
+    for entry in incoming.assistantKnowledge:
+        if normalise(entry.content) not in known_knowledge:
+            knowledge.append(entry)
+            known_knowledge.add(normalise(entry.content))
+    sessions = {name: state.model_copy() for name, state in existing.sessions.items()}
+    for name, state in incoming.sessions.items():
+        mine = sessions.setdefault(name, state.model_copy(update={"visits": 0}))
+        mine.visits += state.visits
+        mine.lastVisit = max(mine.lastVisit, state.lastVisit)
+    merged = existing.model_copy(
+        update={
+            "user": _fill_empty(existing.user, incoming.user, USER_SECTIONS),
+            "history": _fill_empty(existing.history, incoming.history, HISTORY_SECTIONS),
+            "facts": facts,
+            "assistantKnowledge": knowledge,
+            "sessions": sessions,
+        }
+    )
+    return merged, counts
+
+
+def _fill_empty(mine: Any, theirs: Any, names: tuple[str, ...]) -> Any:
+    """Sections keep what they hold; an empty one takes the imported summary."""
+    merged = mine.model_copy(deep=True)
+    for name in names:
+        incoming: Section = getattr(theirs, name)
+        if not getattr(merged, name).summary and incoming.summary:
+            setattr(merged, name, incoming.model_copy())
+    return merged
+
+
+def _check_pages(pages: Sequence[Page]) -> None:
+    seen: set[str] = set()
+    for number, page in enumerate(pages):
+        if page.page_id in seen:
+            raise InvalidInput(f"pages[{number}].page_id {page.page_id!r} appears twice")
+        seen.add(page.page_id)
+        try:
+            normalise_timestamp(page.timestamp)
+        except ValueError as exc:
+            raise InvalidInput(f"pages[{number}].{exc}") from None
+
+
+def _validated(model: type[Any], data: dict[str, Any], what: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        message = error["msg"].removeprefix("Value error, ")
+        raise InvalidInput(f"{what}.{where}: {message}{more}; nothing was imported") from None
