@@ -1,62 +1,135 @@
-"""The `memory-mcp` command: the composition root that reads settings once and starts the server."""
+"""The `memory-mcp` command: serve over MCP (the default), or look after memory from a shell.
+
+This is the composition root: settings are read once here and handed to the service, which the
+server and every subcommand share.
+"""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from memory_mcp import __version__
 from memory_mcp.config import ConfigError, load_settings
+from memory_mcp.errors import InvalidInput, MemoryServiceError
+from memory_mcp.importers import from_memoryos
+from memory_mcp.models import (
+    ExportRequest,
+    FlushRequest,
+    ForgetRequest,
+    ImportRequest,
+    ProfileRequest,
+    RetrieveMemoryRequest,
+    SearchFactsRequest,
+)
 from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+from memory_mcp.transfer import parse_import
 
 log = logging.getLogger("memory_mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument(
+        "--config", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="JSON config file (see config.example.json)"
+    )
+    shared.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default=argparse.SUPPRESS,
+        help="what to log on stderr (default: INFO when serving, WARNING otherwise); stdout carries only output",
+    )
     parser = argparse.ArgumentParser(
         prog="memory-mcp",
-        description="Long-term memory for LLM agents, served over the Model Context Protocol (stdio).",
+        parents=[shared],
+        description="Long-term memory for LLM agents, served over the Model Context Protocol (stdio). "
+        "With a command, look after the stored memory instead.",
         epilog="Without --config the embedded defaults apply and data lives in $MEMORY_MCP_HOME or ~/.memory-mcp. "
         "OPENAI_API_KEY and OPENAI_BASE_URL fill the LLM settings the config leaves empty.",
     )
-    parser.add_argument("--config", type=Path, metavar="PATH", help="JSON config file (see config.example.json)")
     parser.add_argument("--transport", choices=["stdio"], default="stdio", help="MCP transport (default: stdio)")
-    parser.add_argument(
-        "--log-level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        default="INFO",
-        help="what to log on stderr (default: INFO); stdout carries only the protocol",
-    )
     parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[shared], help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+        return sub
+
+    command("users", "list users with their exchanges, facts and pending updates")
+    show = command("show", "show a user's profile, and optionally facts and recent exchanges")
+    show.add_argument("user")
+    show.add_argument("--agent", help="one of the user's agents")
+    show.add_argument("--facts", action="store_true", help="also list the facts")
+    show.add_argument("--pages", type=int, default=0, metavar="N", help="also list the last N exchanges")
+    search = command("search", "search a user's exchanges (archived ones too) and facts")
+    search.add_argument("user")
+    search.add_argument("query")
+    search.add_argument("--agent")
+    search.add_argument("--limit", type=int, default=10)
+    export = command("export", "print everything stored for a user as one JSON document")
+    export.add_argument("user")
+    export.add_argument("--agent")
+    restore = command("import", "import an export, a DeerFlow memory.json, or a MemoryOS data directory")
+    restore.add_argument("source", type=Path, help="a JSON file, or with --from-memoryos a MemoryOS data directory")
+    restore.add_argument("--user", help="import into this user id (MemoryOS: import only this user)")
+    restore.add_argument("--mode", choices=["merge", "replace"], default="merge")
+    restore.add_argument("--from-memoryos", action="store_true", help="SOURCE is a MemoryOS data_storage_path")
+    restore.add_argument("--assistant", help="MemoryOS assistant_id whose knowledge to bring (default: all)")
+    forget = command("forget", "erase everything stored for a user (or one agent)")
+    forget.add_argument("user")
+    forget.add_argument("--agent")
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    flush = command("flush", "run structured extraction now for everything pending")
+    flush.add_argument("user", nargs="?", help="only this user (default: every user)")
+    flush.add_argument("--agent")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # stdout belongs to the protocol: every log line goes to stderr.
-    logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    level = getattr(args, "log_level", None) or ("INFO" if args.command is None else "WARNING")
+    # stdout belongs to the protocol (or the command's output): every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
     # One line per LLM request is noise at INFO; failures are logged by the updater itself.
     for chatty in ("httpx", "httpx2"):
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(getattr(args, "config", None))
     except ConfigError as exc:
         print(f"memory-mcp: {exc}", file=sys.stderr)
         return 2
+    service = MemoryService(settings)
+    if args.command is None:
+        return serve(service, args.transport)
+    try:
+        return COMMANDS[args.command](service, args)
+    except MemoryServiceError as exc:
+        print(f"memory-mcp {args.command}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        service.close()
 
+
+def serve(service: MemoryService, transport: str) -> int:
     from memory_mcp.server import build_server
 
-    service = MemoryService(settings)
+    settings = service.settings
     log.info(
         "memory-mcp %s on %s; data in %s; structured memory %s",
         __version__,
-        args.transport,
+        transport,
         settings.data_storage_path,
         f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
     )
@@ -64,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, functools.partial(_flush_and_exit, service))
     service.start()
     try:
-        build_server(service).run(transport=args.transport)
+        build_server(service).run(transport=transport)  # type: ignore[arg-type]
     finally:
         service.close()
     return 0
@@ -82,3 +155,120 @@ def _flush_and_exit(service: MemoryService, signum: int, frame: object) -> None:
     service.close()
     logging.shutdown()
     os._exit(0)
+
+
+# --- commands -------------------------------------------------------------------------------
+# Each is a thin wrapper over the service, the same core the MCP tools call.
+
+
+def _users(service: MemoryService, args: argparse.Namespace) -> int:
+    result = service.memory_status()
+    return _emit(args, result, lambda: _console().status(result))
+
+
+def _show(service: MemoryService, args: argparse.Namespace) -> int:
+    service.require_stored(args.user, args.agent)
+    profile = service.get_user_profile(
+        ProfileRequest.build(user_id=args.user, agent_name=args.agent, include_knowledge=args.facts)
+    )
+    log_pages = service.store.read_pages(Scope(profile.user_id, profile.agent_name)).pages
+    pages = list(log_pages[-args.pages :]) if args.pages > 0 else []
+    if args.json:
+        return _print_json({"profile": profile.model_dump(mode="json"), "pages": [p.model_dump(mode="json") for p in pages]})
+    _console().profile(profile, pages)
+    return 0
+
+
+def _search(service: MemoryService, args: argparse.Namespace) -> int:
+    service.require_stored(args.user, args.agent)
+    identity = {"user_id": args.user, "agent_name": args.agent}
+    pages = service.search_exchanges(RetrieveMemoryRequest.build(query=args.query, max_results=args.limit, **identity))
+    facts = service.search_facts(SearchFactsRequest.build(query=args.query, limit=args.limit, **identity))
+    if args.json:
+        return _print_json(
+            {"pages": [page.model_dump(mode="json") for page in pages], "facts": facts.model_dump(mode="json")["facts"]}
+        )
+    _console().search(args.query, pages, facts)
+    return 0
+
+
+def _export(service: MemoryService, args: argparse.Namespace) -> int:
+    return _print_json(service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json"))
+
+
+def _import(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.from_memoryos:
+        documents = [document.model_dump(mode="json") for document in from_memoryos(args.source, args.user, args.assistant)]
+        target = None
+    else:
+        try:
+            documents = [json.loads(args.source.read_text(encoding="utf-8"))]
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(f"{args.source} could not be read as JSON ({exc})") from None
+        if not isinstance(documents[0], dict):
+            raise InvalidInput(f"{args.source} must hold a JSON object")
+        target = args.user
+    requests = [ImportRequest.build(data=document, mode=args.mode, user_id=target) for document in documents]
+    for request in requests:  # every document is checked before any is written
+        parse_import(request.data, request.user_id)
+    results = [service.import_memory(request) for request in requests]
+    if args.json:
+        return _print_json([result.model_dump(mode="json") for result in results])
+    for result in results:
+        _console().out.print(f"{result.user_id}: {result.message}")
+    return 0
+
+
+def _forget(service: MemoryService, args: argparse.Namespace) -> int:
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("pass --yes to erase without being asked (no terminal to ask on)")
+        what = args.user + (f"/{args.agent}" if args.agent else " and all their agents")
+        answer = input(f"Erase everything stored for {what}? Type the user id to confirm: ")
+        if answer.strip() != args.user:
+            print("memory-mcp forget: not confirmed; nothing was erased", file=sys.stderr)
+            return 1
+    result = service.forget(ForgetRequest.build(user_id=args.user, agent_name=args.agent, confirm=args.user))
+    return _emit(args, result, lambda: _console().change(result))
+
+
+def _flush(service: MemoryService, args: argparse.Namespace) -> int:
+    users = [args.user] if args.user else service.store.list_users()
+    results = [service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent)) for user in users]
+    if args.json:
+        return _print_json([result.model_dump(mode="json") for result in results])
+    for result in results:
+        _console().change(result)
+    if not results:
+        _console().out.print("no users: nothing to flush")
+    return 0 if all(not result.errors for result in results) else 1
+
+
+COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
+    "users": _users,
+    "show": _show,
+    "search": _search,
+    "export": _export,
+    "import": _import,
+    "forget": _forget,
+    "flush": _flush,
+}
+
+
+def _emit(args: argparse.Namespace, result: BaseModel, render: Callable[[], None]) -> int:
+    if args.json:
+        return _print_json(result.model_dump(mode="json"))
+    render()
+    return 0
+
+
+def _console() -> Any:
+    """The table renderer, imported only by commands that print tables (rich is not light)."""
+    from memory_mcp import console
+
+    return console
+
+
+def _print_json(value: Any) -> int:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+    return 0

@@ -155,13 +155,16 @@ def import_scope(
         store.append_pages(scope, pages)
         store.write_document(scope, memory)
         return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
-    new_pages, counts = merge_pages(store.read_pages(scope).pages, pages)
+    existing_pages = store.read_pages(scope).pages
+    new_pages, counts = merge_pages(existing_pages, pages)
+    fresh = not existing_pages
     store.append_pages(scope, new_pages)
     merged: dict[str, MergeCounts] = {}
 
     def change(document: MemoryDocument) -> MemoryDocument:
         updated, merged["facts"] = merge_documents(document, memory)
-        return updated
+        # Into an empty scope the pages keep their order, so what was analysed stays analysed.
+        return updated.model_copy(update={"analysis": memory.analysis}) if fresh else updated
 
     store.update_document(scope, change)
     counts.facts_added, counts.facts_skipped = merged["facts"].facts_added, merged["facts"].facts_skipped

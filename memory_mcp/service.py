@@ -335,6 +335,21 @@ class MemoryService:
 
     # --- internals ------------------------------------------------------------------------
 
+    def require_stored(self, user_id: str, agent_name: str | None = None) -> None:
+        """Raise NotFound unless something is stored for the user (or that agent of theirs)."""
+        self._require_stored(self._scope(user_id, agent_name))
+
+    def search_exchanges(self, request: RetrieveMemoryRequest) -> list[ScoredPage]:
+        """Every stored exchange ranked for the query, recent and archived ones included; for a
+        person searching their memory, so it counts no visits."""
+        scope = self._scope(request.user_id, request.agent_name)
+        page_log = self.store.read_pages(scope)
+        pages = page_log.pages[: len(page_log.pages)]
+        cache = self._cache(scope, page_log)
+        with cache.lock:
+            hits = cache.index.search(request.query, request.max_results, among_first=len(pages))
+        return [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
+
     def _require_stored(self, scope: Scope) -> None:
         if scope.user_id not in self.store.list_users() or (
             scope.agent_name is not None and scope.agent_name not in self.store.list_agents(scope.user_id)

@@ -1,0 +1,106 @@
+"""How command results look to a person: tables on stdout, one line per error on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from memory_mcp.models import (
+    Fact,
+    FactChangeResult,
+    FactsResult,
+    FlushResult,
+    ForgetResult,
+    ImportResult,
+    Page,
+    ScoredPage,
+    StatusResult,
+    UserProfileResult,
+)
+
+SNIPPET_CHARS = 90
+
+out = Console(highlight=False, soft_wrap=False)
+
+
+def status(result: StatusResult) -> None:
+    out.print(f"memory-mcp {result.version}  data: {result.data_dir}")
+    extraction = f"on ({result.llm_model})" if result.extraction == "on" else "off"
+    out.print(f"structured memory: {extraction}  token counter: {result.token_counter}")
+    for note in result.notes:
+        out.print(f"[dim]{note}[/dim]")
+    table = Table("user", "agents", "exchanges", "facts", "pending", title=f"{len(result.users)} users")
+    for user in result.users:
+        table.add_row(user.user_id, ", ".join(user.agents) or "-", str(user.pages), str(user.facts), str(user.pending_pages))
+    out.print(table)
+
+
+def profile(result: UserProfileResult, pages: Sequence[Page]) -> None:
+    who = result.user_id + (f"/{result.agent_name}" if result.agent_name else "")
+    table = Table("section", "summary", title=f"profile of {who}")
+    for group in (result.user, result.history):
+        for name, section in group:
+            if section.summary:
+                table.add_row(name, section.summary)
+    out.print(table if table.row_count else f"profile of {who}: empty")
+    for note in result.notes:
+        out.print(f"[dim]{note}[/dim]")
+    if result.facts is not None:
+        facts_table(result.facts, f"{len(result.facts)} facts")
+    if pages:
+        pages_table(pages, f"last {len(pages)} exchanges")
+
+
+def facts_table(facts: Sequence[Fact], title: str) -> None:
+    table = Table(title=title)
+    table.add_column("id", no_wrap=True, min_width=13)
+    for name in ("category", "confidence", "fact", "source", "since"):
+        table.add_column(name)
+    for fact in facts:
+        retired = f" [dim](until {fact.validTo[:10]})[/dim]" if fact.validTo else ""
+        table.add_row(fact.id, fact.category, f"{fact.confidence:.2f}", fact.content + retired, fact.source, fact.createdAt[:10])
+    out.print(table)
+
+
+def pages_table(pages: Sequence[Page], title: str, scored: bool = False) -> None:
+    table = Table(title=title)
+    if scored:
+        table.add_column("score")
+    table.add_column("when")
+    table.add_column("page", no_wrap=True, min_width=21)
+    table.add_column("user said")
+    table.add_column("assistant answered")
+    for page in pages:
+        score = [f"{page.score:.2f}"] if isinstance(page, ScoredPage) else []
+        table.add_row(*score, page.timestamp[:16].replace("T", " "), page.page_id, _snippet(page.user_input), _snippet(page.agent_response))
+    out.print(table)
+
+
+def search(query: str, pages: Sequence[ScoredPage], facts: FactsResult) -> None:
+    if pages:
+        pages_table(pages, f"exchanges matching {query!r}", scored=True)
+    else:
+        out.print(f"no exchange matches {query!r}")
+    if facts.facts:
+        facts_table(facts.facts, f"facts matching {query!r}")
+
+
+def change(result: FactChangeResult | ForgetResult | ImportResult | FlushResult) -> None:
+    message = getattr(result, "message", None)
+    if message:
+        out.print(message)
+    if isinstance(result, FlushResult):
+        out.print(
+            f"{result.user_id}: structured memory {result.extraction}; analysed {result.pages_analysed} exchanges "
+            f"in {result.llm_calls} LLM calls; {len(result.facts_added)} facts added, "
+            f"{len(result.facts_removed)} retired; {result.pending_pages} still pending"
+        )
+        for line in [*result.errors, *result.notes]:
+            out.print(f"[dim]{line}[/dim]")
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"

@@ -1,0 +1,174 @@
+"""Bringing memory over from MemoryOS, so its users can move without losing anything.
+
+MemoryOS keeps, under its data directory:
+    users/{user_id}/short_term.json          recent QA pairs
+    users/{user_id}/mid_term.json            {"sessions": {id: {"summary", "details": [pages]}}}
+    users/{user_id}/long_term_user.json      {"user_profiles", "knowledge_base", "assistant_knowledge"}
+    assistants/{assistant_id}/long_term_assistant.json
+Each becomes an export document that import_memory then merges or replaces like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memory_mcp.errors import InvalidInput
+from memory_mcp.facts import new_fact_id, normalise
+from memory_mcp.ids import new_id, validate_identifier
+from memory_mcp.models import (
+    AnalysisProgress,
+    ExportDocument,
+    Fact,
+    KnowledgeEntry,
+    MemoryDocument,
+    Page,
+    Section,
+    normalise_timestamp,
+    utc_now,
+)
+
+IMPORTED_CONFIDENCE = 0.9
+
+
+def from_memoryos(root: Path, user_id: str | None = None, assistant_id: str | None = None) -> list[ExportDocument]:
+    """One export document per MemoryOS user under `root` (or just `user_id`)."""
+    users_dir = root / "users"
+    if not users_dir.is_dir():
+        raise InvalidInput(f"{root} has no users/ folder: it is not a MemoryOS data directory")
+    names = [user_id] if user_id else sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir())
+    assistant_knowledge = _assistant_knowledge(root, assistant_id)
+    documents = []
+    for name in names:
+        user_dir = users_dir / name
+        if not user_dir.is_dir():
+            raise InvalidInput(f"MemoryOS has no user {name!r} under {users_dir}")
+        try:
+            validate_identifier("user_id", name)
+        except ValueError as exc:
+            raise InvalidInput(f"MemoryOS user {name!r}: {exc}; import it alone with --user NEW_ID") from None
+        documents.append(_user_document(user_dir, name, assistant_knowledge))
+    return documents
+
+
+def _user_document(user_dir: Path, user_id: str, assistant_knowledge: list[dict[str, Any]]) -> ExportDocument:
+    pages, analysed_prefix = _pages(user_dir)
+    long_term = _read_json(user_dir / "long_term_user.json", {})
+    profile = (long_term.get("user_profiles") or {}).get(user_id, {})
+    profile_text = profile.get("data") if isinstance(profile, dict) else None
+    memory = MemoryDocument(
+        facts=_facts(long_term.get("knowledge_base") or []),
+        assistantKnowledge=_knowledge([*(long_term.get("assistant_knowledge") or []), *assistant_knowledge]),
+        # Exchanges MemoryOS already analysed are not sent to the LLM again; the rest are.
+        analysis=AnalysisProgress(allBefore=analysed_prefix),
+    )
+    if isinstance(profile_text, str) and profile_text.strip() and profile_text.strip().lower() != "none":
+        updated = _timestamp(profile.get("last_updated"))
+        memory.user.personalContext = Section(summary=profile_text.strip(), updatedAt=updated)
+    return ExportDocument(exported_at=utc_now(), user_id=user_id, memory=memory, pages=pages)
+
+
+def _pages(user_dir: Path) -> tuple[list[Page], int]:
+    """Every exchange from mid-term sessions and short-term memory, oldest first, once each;
+    and how many of the oldest were already analysed by MemoryOS."""
+    entries: list[tuple[dict[str, Any], str | None]] = []
+    mid_term = _read_json(user_dir / "mid_term.json", {})
+    for session_id, session in (mid_term.get("sessions") or {}).items():
+        for detail in session.get("details") or []:
+            entries.append((detail, str(session_id)))
+    entries += [(qa, None) for qa in _read_json(user_dir / "short_term.json", [])]
+    pages: list[tuple[Page, bool]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for entry, session_id in entries:
+        if not isinstance(entry, dict):
+            continue
+        page = Page(
+            page_id=_page_id(entry.get("page_id")),
+            user_input=str(entry.get("user_input") or ""),
+            agent_response=str(entry.get("agent_response") or ""),
+            timestamp=_timestamp(entry.get("timestamp")),
+            meta_data=entry.get("meta_data") if isinstance(entry.get("meta_data"), dict) else None,
+            thread_id=session_id,
+        )
+        key = (normalise(page.user_input), normalise(page.agent_response), page.timestamp)
+        if key in seen or not (page.user_input or page.agent_response):
+            continue
+        seen.add(key)
+        pages.append((page, bool(entry.get("analyzed"))))
+    pages.sort(key=lambda item: item[0].timestamp)
+    prefix = 0
+    while prefix < len(pages) and pages[prefix][1]:
+        prefix += 1
+    return [page for page, _ in pages], prefix
+
+
+def _facts(entries: list[Any]) -> list[Fact]:
+    facts, seen = [], set()
+    for entry in entries:
+        text = entry.get("knowledge") if isinstance(entry, dict) else entry
+        if not isinstance(text, str) or not text.strip() or normalise(text) in seen:
+            continue
+        seen.add(normalise(text))
+        created = _timestamp(entry.get("timestamp")) if isinstance(entry, dict) else utc_now()
+        facts.append(
+            Fact(
+                id=new_fact_id(),
+                content=text.strip(),
+                category="context",
+                confidence=IMPORTED_CONFIDENCE,
+                createdAt=created,
+                source="memoryos",
+            )
+        )
+    return facts
+
+
+def _knowledge(entries: list[Any]) -> list[KnowledgeEntry]:
+    knowledge, seen = [], set()
+    for entry in entries:
+        text = entry.get("knowledge") if isinstance(entry, dict) else entry
+        if not isinstance(text, str) or not text.strip() or normalise(text) in seen:
+            continue
+        seen.add(normalise(text))
+        created = _timestamp(entry.get("timestamp")) if isinstance(entry, dict) else utc_now()
+        knowledge.append(KnowledgeEntry(id=new_id("know"), content=text.strip(), createdAt=created, source="memoryos"))
+    return knowledge
+
+
+def _assistant_knowledge(root: Path, assistant_id: str | None) -> list[dict[str, Any]]:
+    assistants = root / "assistants"
+    if not assistants.is_dir():
+        return []
+    names = [assistant_id] if assistant_id else sorted(entry.name for entry in assistants.iterdir() if entry.is_dir())
+    entries: list[dict[str, Any]] = []
+    for name in names:
+        data = _read_json(assistants / name / "long_term_assistant.json", {})
+        entries += [entry for entry in data.get("assistant_knowledge") or [] if isinstance(entry, dict)]
+    return entries
+
+
+def _page_id(value: Any) -> str:
+    """Keep MemoryOS's page id when it is a safe string; otherwise give a new one."""
+    if isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable():
+        return value
+    return new_id("page")
+
+
+def _timestamp(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            return normalise_timestamp(value)
+        except ValueError:
+            pass
+    return utc_now()
+
+
+def _read_json(path: Path, empty: Any) -> Any:
+    if not path.exists():
+        return empty
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path} could not be read as JSON ({exc}); nothing was imported") from None
+    return value if isinstance(value, type(empty)) else empty
