@@ -86,6 +86,8 @@ EXTRACTION_OFF_NOTE = (
     "(or OPENAI_API_KEY) to turn it on. Verbatim memory and retrieval work without it."
 )
 ERASE_WAIT_SECONDS = 60.0
+# Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
+WARM_UP_DELAY_SECONDS = 2.0
 EXTRACTION_DISABLED_NOTE = "Structured memory is disabled (memory.enabled is false): only verbatim memory is kept."
 EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
 
@@ -133,10 +135,24 @@ class MemoryService:
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background updater and, off the caller's thread, resume work left pending."""
+        """Start the background updater and, off the caller's thread, resume work left pending;
+        and, once the host has had time to finish its handshake, load what the first recall needs."""
+        warm_up = threading.Timer(WARM_UP_DELAY_SECONDS, self._warm_up)
+        warm_up.daemon = True
+        warm_up.start()
         if self._queue is not None:
             self._queue.start()
             threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        """Import numpy and scikit-learn and load the token encoding (about two seconds of work)
+        so that the first retrieve_memory does not pay for it."""
+        try:
+            LexicalIndex().search("warm up", 1)
+            rank_by_similarity_and_confidence(["warm up"], [1.0], "warm", 0.5, 0.5)
+            self._tokens.count("warm up")
+        except Exception:  # only a head start: the first real call loads whatever failed here
+            log.debug("warm-up did not complete", exc_info=True)
 
     def close(self) -> int:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
