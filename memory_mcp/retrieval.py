@@ -16,6 +16,7 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memory_mcp.analysis import analyze
@@ -163,6 +164,18 @@ def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | No
     """
     if not contents:
         return []
+    fitted = _fitted_tfidf(tuple(contents))
+    if fitted is None:
+        return None
+    vectorizer, matrix = fitted
+    # Rows are L2-normalised, so the dot product is the cosine similarity.
+    return (matrix @ vectorizer.transform([query]).T).toarray().ravel().tolist()
+
+
+@lru_cache(maxsize=64)
+def _fitted_tfidf(contents: tuple[str, ...]) -> tuple[Any, Any] | None:
+    """A vectoriser fitted on these texts, and their matrix; kept while the facts stay the same,
+    so a query only transforms itself."""
     # scikit-learn is imported on first use: it is far too heavy to load before the handshake.
     from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -171,5 +184,4 @@ def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | No
         matrix = vectorizer.fit_transform(contents)
     except ValueError:  # not one word in any of them
         return None
-    # Rows are L2-normalised, so the dot product is the cosine similarity.
-    return (matrix @ vectorizer.transform([query]).T).toarray().ravel().tolist()
+    return vectorizer, matrix

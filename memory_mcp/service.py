@@ -103,6 +103,7 @@ class _ScopeCache:
     sessions: SessionTable = field(default_factory=SessionTable)
     mask_key: tuple[int, frozenset[str]] | None = None
     mask: Any = None
+    maintenance: threading.Thread | None = None  # saving visits in the background, if it is
 
 
 class MemoryService:
@@ -151,6 +152,9 @@ class MemoryService:
             LexicalIndex().search("warm up", 1)
             rank_by_similarity_and_confidence(["warm up"], [1.0], "warm", 0.5, 0.5)
             self._tokens.count("warm up")
+            # The default user's index too: on a one-person desktop that is everyone.
+            default = self._scope(None, None)
+            self._cache(default, self.store.read_pages(default))
         except Exception:  # only a head start: the first real call loads whatever failed here
             log.debug("warm-up did not complete", exc_info=True)
 
@@ -160,6 +164,9 @@ class MemoryService:
         with self._caches_guard:
             caches = list(self._caches.items())
         for scope, cache in caches:
+            running = cache.maintenance
+            if running is not None:
+                running.join()
             if cache.sessions.unsaved_visits:
                 self._maintain_sessions(scope, cache)
         if self._queue is None:
@@ -440,14 +447,18 @@ class MemoryService:
             wanted = request.max_results * (3 if weight else 1)
             hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed)
             if weight and hits:
-                heats = cache.sessions.heats(document, now_utc(), self.settings)
-                lifted = ((i, score * (1 + weight * math.log1p(heats[cache.sessions.page_sessions[i]]))) for i, score in hits)
+                page_sessions = cache.sessions.page_sessions
+                hit_sessions = {page_sessions[i] for i, _ in hits}
+                heats = cache.sessions.heats(document, now_utc(), self.settings, only=hit_sessions)
+                lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in hits)
                 hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
             hits = hits[: request.max_results]
             cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
-            save = cache.sessions.should_save()
-        if save:
-            self._maintain_sessions(scope, cache)
+            save = cache.sessions.should_save() and cache.maintenance is None
+            if save:
+                # A document write and a scan of every session: not on the caller's time.
+                cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
+                cache.maintenance.start()
         return hits
 
     def _cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
@@ -510,6 +521,10 @@ class MemoryService:
         except StorageError as exc:
             log.warning("session visits of %s not saved: %s", scope.describe(), exc)
             return
+        finally:
+            with cache.lock:
+                if cache.maintenance is threading.current_thread():
+                    cache.maintenance = None
         for thread in hot_threads:
             assert self._queue is not None
             self._queue.notify(scope, thread, delay=0)

@@ -103,8 +103,12 @@ class SessionTable:
         state.lastVisit = max(state.lastVisit, self.unsaved_last_visit.get(session, ""), self.first_seen.get(session, ""))
         return state
 
-    def heats(self, document: MemoryDocument, now: datetime, settings: Settings) -> dict[str, float]:
-        return {name: heat(self.state(document, name), size, now, settings) for name, size in self.sizes.items()}
+    def heats(
+        self, document: MemoryDocument, now: datetime, settings: Settings, only: Iterable[str] | None = None
+    ) -> dict[str, float]:
+        """Heat of every session, or of `only` those (per query, only the hits' sessions matter)."""
+        names = self.sizes if only is None else set(only)
+        return {name: heat(self.state(document, name), self.sizes[name], now, settings) for name in names}
 
 
 def archived_sessions(document: MemoryDocument) -> frozenset[str]:

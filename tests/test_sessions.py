@@ -39,6 +39,18 @@ def retrieve(service: MemoryService, query: str, **fields: Any):
     return service.retrieve_memory(RetrieveMemoryRequest.build(query=query, user_id="alice", **fields))
 
 
+def wait_until(condition: Any, timeout: float = 10.0) -> None:
+    """Visits are saved on a background thread: wait (bounded) for what it writes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def saved_sessions(service: MemoryService) -> dict[str, SessionState]:
+    return service.store.read_document(Scope("alice")).sessions
+
+
 def mark_all_analysed(service: MemoryService, scope: Scope = Scope("alice")) -> None:
     count = len(service.store.read_pages(scope).pages)
     service.store.update_document(
@@ -98,7 +110,8 @@ def test_visits_are_saved_in_batches_not_per_query(data_dir: Path) -> None:
     assert not memory_file.exists()  # nineteen queries, no write
 
     retrieve(service, "canoe")
-    saved = service.store.read_document(Scope("alice")).sessions
+    wait_until(lambda: memory_file.exists())
+    saved = saved_sessions(service)
     assert saved["thread:trip"].visits == RETRIEVALS_PER_SAVE
     assert saved["thread:trip"].lastVisit
 
@@ -139,7 +152,8 @@ def test_nothing_is_archived_while_its_pages_await_analysis(data_dir: Path) -> N
 
     visit_violin_and_taxes(service)
 
-    assert not any(state.archived for state in service.store.read_document(Scope("alice")).sessions.values())
+    wait_until(lambda: saved_sessions(service))  # the visits were saved...
+    assert not any(state.archived for state in saved_sessions(service).values())  # ...and nothing archived
     assert retrieve(service, "sailing").retrieved_pages  # still searched
 
 
@@ -149,7 +163,8 @@ def test_the_coldest_analysed_session_is_archived_but_never_lost(data_dir: Path)
 
     visit_violin_and_taxes(service)
 
-    sessions = service.store.read_document(Scope("alice")).sessions
+    wait_until(lambda: any(state.archived for state in saved_sessions(service).values()))
+    sessions = saved_sessions(service)
     assert {name for name, state in sessions.items() if state.archived} == {"thread:sailing"}
     assert retrieve(service, "sailing lake").retrieved_pages == []
     found = retrieve(service, "sailing lake", include_archived=True).retrieved_pages
@@ -170,6 +185,7 @@ def test_heat_lifts_a_slightly_weaker_page_only_when_weighted(data_dir: Path) ->
         add(service, "newest", "chat")
         for _ in range(RETRIEVALS_PER_SAVE):
             retrieve(service, "seeds")  # visits only the "popular" session
+        wait_until(lambda: service.store.read_document(Scope("alice")).sessions)
         return [page.thread_id for page in retrieve(service, "bread rye flour").retrieved_pages]
 
     assert ranking(0.0)[0] == "plain"  # shorter page, higher BM25
