@@ -239,7 +239,9 @@ def report(args: argparse.Namespace) -> None:
         bare_traced = Run([args.python, "-X", "importtime", str(bare_script)], env, temp_dir)
         bare_traced.execute()
         time.sleep(0.3)
-        bare_imports = parse_importtime([line for at, line in bare_traced.stderr_lines if at <= bare_traced.response_at])
+        bare_imports = parse_importtime(
+            [line for at, line in bare_traced.stderr_lines if at <= bare_traced.response_at]
+        )
 
     print()
     print(f"MCP stdio cold start: spawn -> initialize response ({args.runs} runs each, alternating, after 1 warm-up)")
@@ -295,7 +297,9 @@ def report(args: argparse.Namespace) -> None:
     if heavy_after:
         print("  imported after the handshake (before exit): " + ", ".join(heavy_after))
     violations = [m for m in MUST_NOT_IMPORT if m in heavy_before]
-    print(f"heavy-import check: {'FAILED: ' + ', '.join(violations) if violations else 'ok (none of ' + ', '.join(MUST_NOT_IMPORT) + ')'}")
+    print(
+        f"heavy-import check: {'FAILED: ' + ', '.join(violations) if violations else 'ok (none of ' + ', '.join(MUST_NOT_IMPORT) + ')'}"
+    )
     bare_names = {name for name, *_ in bare_imports}
     extra = [(name, self_us) for name, self_us, _, _ in imports_before if name not in bare_names]
     extra_us = sum(self_us for _, self_us in extra)
@@ -304,6 +308,7 @@ def report(args: argparse.Namespace) -> None:
         f"modules only the product imports before the handshake: {len(extra)}, {extra_us / 1e3:.0f} ms own import time; "
         "slowest: " + ", ".join(f"{name} {self_us / 1e3:.1f} ms" for name, self_us in slowest)
     )
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -93,8 +93,21 @@ insurance tax visa passport airport luggage wedding anniversary baby pregnant re
 grandmother grandfather uncle aunt cousin neighbour colleague roommate partner girlfriend boyfriend
 """.split()
 QUESTION_STARTS = [
-    "what", "what did", "how", "how did", "when", "when did", "where", "why", "who", "which",
-    "do you remember", "did i tell you about", "can you remind me", "what was", "is there",
+    "what",
+    "what did",
+    "how",
+    "how did",
+    "when",
+    "when did",
+    "where",
+    "why",
+    "who",
+    "which",
+    "do you remember",
+    "did i tell you about",
+    "can you remind me",
+    "what was",
+    "is there",
 ]
 RARE_QUESTION_STARTS = ["do you remember", "what did i say about", "remind me about", "when did we talk about"]
 
@@ -120,7 +133,9 @@ class TextGenerator:
     def __init__(self, seed: int) -> None:
         self.words = build_vocabulary(VOCABULARY_SIZE, random.Random(seed))
         self.rank = {word: rank for rank, word in enumerate(self.words)}
-        self.cum_weights = list(itertools.accumulate(1 / (rank**ZIPF_EXPONENT) for rank in range(1, len(self.words) + 1)))
+        self.cum_weights = list(
+            itertools.accumulate(1 / (rank**ZIPF_EXPONENT) for rank in range(1, len(self.words) + 1))
+        )
 
     def draw(self, rng: random.Random, count: int) -> list[str]:
         return rng.choices(self.words, cum_weights=self.cum_weights, k=count)
@@ -289,7 +304,9 @@ def run_size(
             projected = spent / index * size
             if projected > fill_budget:
                 direct_from = index
-                log(f"{size}: projected fill via the service {projected:.0f}s > budget {fill_budget:.0f}s; rest of the bulk goes direct")
+                log(
+                    f"{size}: projected fill via the service {projected:.0f}s > budget {fill_budget:.0f}s; rest of the bulk goes direct"
+                )
         if index % 20000 == 0:
             log(f"{size}: {index} pages added ({time.perf_counter() - fill_started:.0f}s)")
     fill_s = time.perf_counter() - fill_started
@@ -374,7 +391,7 @@ def run_size(
     # --- untimed diagnostics: where the cold load goes, and what the loaded state weighs ---
     del service, first, answer
     gc.collect()
-    result["cold_breakdown_ms"] = breakdown = _cold_breakdown(data_root, questions[0], result["warm_ms"]["p50"])
+    result["cold_breakdown_ms"] = _cold_breakdown(data_root, questions[0], result["warm_ms"]["p50"])
     gc.collect()
     if traced:
         result["tracemalloc"] = _traced_load(data_root)
@@ -598,7 +615,9 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
         size = r["size"]
         add_target = f"<{TARGET_ADD_P50_MS:g} {verdict(r['add_ms']['p50'], TARGET_ADD_P50_MS)}"
         retrieve_target = TARGET_RETRIEVE_P50_MS.get(size)
-        warm_target = f"<{retrieve_target:g} {verdict(r['warm_ms']['p50'], retrieve_target)}" if retrieve_target else "-"
+        warm_target = (
+            f"<{retrieve_target:g} {verdict(r['warm_ms']['p50'], retrieve_target)}" if retrieve_target else "-"
+        )
         fill = r["fill"]["mode"] + f" {r['fill']['seconds']:.0f}s"
         print(
             f"{size:>7} | {fill:>17} | {r['add_ms']['p50']:>7.2f} {r['add_ms']['p95']:>6.2f} {add_target:>8} | "

@@ -598,9 +598,7 @@ def part_latency(
     # lock), and of any user (their fsync shares the disk with the write's two fsyncs).
     def overlaps(add: Added, user: str | None) -> bool:
         end = add.wall + add.ms / 1000
-        return any(
-            began < end and ended > add.wall for owner, began, ended in writes if user is None or owner == user
-        )
+        return any(began < end and ended > add.wall for owner, began, ended in writes if user is None or owner == user)
 
     same = [a for a in busy if overlaps(a, a.plan.user)]
     other = [a for a in busy if a not in same and overlaps(a, None)]

@@ -24,10 +24,16 @@ from mcp.client.stdio import StdioServerParameters
 SERVER = Path(__file__).resolve().parent.parent / "server.py"
 
 ALICE = [
-    ("I'm Alice. I work on the billing service at Acme, mostly in Go.", "Nice to meet you, Alice! Go is a good fit for billing."),
+    (
+        "I'm Alice. I work on the billing service at Acme, mostly in Go.",
+        "Nice to meet you, Alice! Go is a good fit for billing.",
+    ),
     ("My daughter Mia starts primary school in September.", "That's a big step. I hope Mia enjoys school!"),
     ("I prefer answers with code examples rather than long explanations.", "Understood: I'll lead with code."),
-    ("We're migrating billing from MySQL to PostgreSQL next quarter.", "A plan with dual writes and a backfill would make that safer."),
+    (
+        "We're migrating billing from MySQL to PostgreSQL next quarter.",
+        "A plan with dual writes and a backfill would make that safer.",
+    ),
 ]
 BOB = [
     ("Hi, I'm Bob. I grow tomatoes and peppers in my allotment.", "Lovely! Tomatoes and peppers both love sun."),
@@ -69,7 +75,12 @@ async def run(data_dir: Path) -> dict[str, Any]:
                 added = await call(
                     client,
                     "add_memory",
-                    {"user_input": user_input, "agent_response": agent_response, "user_id": user_id, "thread_id": "demo"},
+                    {
+                        "user_input": user_input,
+                        "agent_response": agent_response,
+                        "user_id": user_id,
+                        "thread_id": "demo",
+                    },
                 )
             print(f"Stored {len(exchanges)} exchanges for {user_id} (last page {added['page_id']})")
 
@@ -78,7 +89,9 @@ async def run(data_dir: Path) -> dict[str, Any]:
             "retrieve_memory",
             {"query": "When does my daughter start school?", "user_id": "alice", "max_results": 3},
         )
-        show("alice asks: When does my daughter start school? Recent exchanges", brief_pages(recall["short_term_memory"]))
+        show(
+            "alice asks: When does my daughter start school? Recent exchanges", brief_pages(recall["short_term_memory"])
+        )
         show("Older exchanges ranked for the question [score]", brief_pages(recall["retrieved_pages"]))
         flushed = await call(client, "flush_memory", {"user_id": "alice"})
         show(

@@ -42,7 +42,11 @@ log = logging.getLogger("memory_mcp")
 def build_parser() -> argparse.ArgumentParser:
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument(
-        "--config", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="JSON config file (see config.example.json)"
+        "--config",
+        type=Path,
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="JSON config file (see config.example.json)",
     )
     shared.add_argument(
         "--log-level",
@@ -174,7 +178,9 @@ def _show(service: MemoryService, args: argparse.Namespace) -> int:
     log_pages = service.store.read_pages(Scope(profile.user_id, profile.agent_name)).pages
     pages = list(log_pages[-args.pages :]) if args.pages > 0 else []
     if args.json:
-        return _print_json({"profile": profile.model_dump(mode="json"), "pages": [p.model_dump(mode="json") for p in pages]})
+        return _print_json(
+            {"profile": profile.model_dump(mode="json"), "pages": [p.model_dump(mode="json") for p in pages]}
+        )
     _console().profile(profile, pages)
     return 0
 
@@ -193,12 +199,16 @@ def _search(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _export(service: MemoryService, args: argparse.Namespace) -> int:
-    return _print_json(service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json"))
+    return _print_json(
+        service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json")
+    )
 
 
 def _import(service: MemoryService, args: argparse.Namespace) -> int:
     if args.from_memoryos:
-        documents = [document.model_dump(mode="json") for document in from_memoryos(args.source, args.user, args.assistant)]
+        documents = [
+            document.model_dump(mode="json") for document in from_memoryos(args.source, args.user, args.assistant)
+        ]
         target = None
     else:
         try:
@@ -210,7 +220,7 @@ def _import(service: MemoryService, args: argparse.Namespace) -> int:
         target = args.user
     requests = [ImportRequest.build(data=document, mode=args.mode, user_id=target) for document in documents]
     for request in requests:  # every document is checked before any is written
-        parse_import(request.data, request.user_id)
+        parse_import(request.data, request.user_id, service.settings.user_id)
     results = [service.import_memory(request) for request in requests]
     if args.json:
         return _print_json([result.model_dump(mode="json") for result in results])

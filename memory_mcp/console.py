@@ -33,7 +33,9 @@ def status(result: StatusResult) -> None:
         out.print(f"[dim]{note}[/dim]")
     table = Table("user", "agents", "exchanges", "facts", "pending", title=f"{len(result.users)} users")
     for user in result.users:
-        table.add_row(user.user_id, ", ".join(user.agents) or "-", str(user.pages), str(user.facts), str(user.pending_pages))
+        table.add_row(
+            user.user_id, ", ".join(user.agents) or "-", str(user.pages), str(user.facts), str(user.pending_pages)
+        )
     out.print(table)
 
 
@@ -60,7 +62,9 @@ def facts_table(facts: Sequence[Fact], title: str) -> None:
         table.add_column(name)
     for fact in facts:
         retired = f" [dim](until {fact.validTo[:10]})[/dim]" if fact.validTo else ""
-        table.add_row(fact.id, fact.category, f"{fact.confidence:.2f}", fact.content + retired, fact.source, fact.createdAt[:10])
+        table.add_row(
+            fact.id, fact.category, f"{fact.confidence:.2f}", fact.content + retired, fact.source, fact.createdAt[:10]
+        )
     out.print(table)
 
 
@@ -74,7 +78,13 @@ def pages_table(pages: Sequence[Page], title: str, scored: bool = False) -> None
     table.add_column("assistant answered")
     for page in pages:
         score = [f"{page.score:.2f}"] if isinstance(page, ScoredPage) else []
-        table.add_row(*score, page.timestamp[:16].replace("T", " "), page.page_id, _snippet(page.user_input), _snippet(page.agent_response))
+        table.add_row(
+            *score,
+            page.timestamp[:16].replace("T", " "),
+            page.page_id,
+            _snippet(page.user_input),
+            _snippet(page.agent_response),
+        )
     out.print(table)
 
 

@@ -76,7 +76,9 @@ class ChatClient:
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code in (408, 409):
                 raise LLMTransientError(f"LLM endpoint error {exc.status_code}") from exc
-            raise LLMPermanentError(f"LLM endpoint refused the request ({exc.status_code}): check model and key") from exc
+            raise LLMPermanentError(
+                f"LLM endpoint refused the request ({exc.status_code}): check model and key"
+            ) from exc
         except (openai.APIError, ValueError) as exc:
             # ValueError: a 200 whose body is not JSON (cut off, or a proxy's HTML page).
             raise LLMTransientError(f"LLM endpoint returned an unusable response: {type(exc).__name__}") from exc

@@ -102,7 +102,9 @@ def update_fact(store: MemoryStore, scope: Scope, request: UpdateFactRequest, se
         if duplicate is not None:
             raise InvalidInput(f"content is already known as fact {duplicate.id}; delete one of the two instead")
         now = utc_now()
-        fact = old.model_copy(update={**edits, "id": new_fact_id(), "content": content, "createdAt": now, "source": "manual"})
+        fact = old.model_copy(
+            update={**edits, "id": new_fact_id(), "content": content, "createdAt": now, "source": "manual"}
+        )
         outcome["replaced"] = fact
         facts = [*retire(document.facts, {old.id}, now, fact.id), fact]
         return document.model_copy(update={"facts": cap(facts, settings.memory.max_facts)})
@@ -206,7 +208,11 @@ def _predecessors(facts: list[Fact], fact_id: str) -> set[str]:
 
 def _changed(scope: Scope, action: str, fact: Fact, message: str) -> FactChangeResult:
     return FactChangeResult(
-        user_id=scope.user_id, agent_name=scope.agent_name, action=action, fact=fact, message=message  # type: ignore[arg-type]
+        user_id=scope.user_id,
+        agent_name=scope.agent_name,
+        action=action,
+        fact=fact,
+        message=message,  # type: ignore[arg-type]
     )
 
 

@@ -149,7 +149,8 @@ class MemoryTools:
             int | None, Field(description="Token budget of `context` (100-8000); omit for the configured default.")
         ] = None,
         current_context: Annotated[
-            str, Field(description="The last few turns of the current conversation, to rank facts by what is discussed.")
+            str,
+            Field(description="The last few turns of the current conversation, to rank facts by what is discussed."),
         ] = "",
         include_archived: Annotated[
             bool, Field(description="Also search old sessions archived from everyday retrieval.")
@@ -192,7 +193,8 @@ class MemoryTools:
         self,
         include_knowledge: Annotated[bool, Field(description="Include the facts known about the user.")] = True,
         include_assistant_knowledge: Annotated[
-            bool, Field(description="Include what the assistant itself said or did that it should stay consistent with.")
+            bool,
+            Field(description="Include what the assistant itself said or did that it should stay consistent with."),
         ] = False,
         user_id: UserId = None,
         agent_name: AgentName = None,
@@ -380,7 +382,9 @@ class RejectUnknownArguments:
             known = self._parameters.get(name) if isinstance(name, str) else None
             unknown = sorted(set(arguments) - known) if known is not None and isinstance(arguments, dict) else []
             if unknown:
-                message = f"{name} has no argument {', '.join(map(repr, unknown))}; it takes: {', '.join(sorted(known))}"
+                message = (
+                    f"{name} has no argument {', '.join(map(repr, unknown))}; it takes: {', '.join(sorted(known))}"
+                )
                 return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
         return await call_next(ctx)
 
@@ -407,8 +411,8 @@ def build_server(service: MemoryService) -> MCPServer:
     server = MCPServer(
         "memory-mcp", instructions=INSTRUCTIONS, version=__version__, middleware=[RejectUnknownArguments(parameters)]
     )
-    for method, title, annotations in registered:
-        server.add_tool(method, title=title, description=_description(method), annotations=annotations)
+    for method, title, hints in registered:
+        server.add_tool(method, title=title, description=_description(method), annotations=hints)
     for uri, method in (
         ("memory://users/{user_id}/profile", own.profile_resource),
         ("memory://users/{user_id}/facts", own.facts_resource),

@@ -5,12 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import threading
-from datetime import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from memory_mcp import __version__, ownership
 from memory_mcp.config import Settings
@@ -48,24 +45,17 @@ from memory_mcp.models import (
     ScoredFact,
     ScoredKnowledge,
     ScoredPage,
-    SessionState,
     UserProfileResult,
     utc_now,
 )
-from memory_mcp.pending import pending_by_thread, thread_key
+from memory_mcp.pending import thread_key
 from memory_mcp.queue import UpdateQueue
 from memory_mcp.context import build_context
+from memory_mcp.recall import PageRecall
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
-from memory_mcp.sessions import (
-    SessionTable,
-    archived_sessions,
-    now_utc,
-    sessions_to_archive,
-    thread_of_session,
-)
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.transfer import MergeCounts, parse_import
-from memory_mcp.store import MemoryStore, PageLog, Scope
+from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
 from memory_mcp.updater import Updater, UpdateReport, pending_threads
 
@@ -92,31 +82,16 @@ EXTRACTION_DISABLED_NOTE = "Structured memory is disabled (memory.enabled is fal
 EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
 
 
-@dataclass
-class _ScopeCache:
-    """What the service keeps in memory per scope: the search index, the session table, and the
-    mask of searchable pages, with the page log generation they reflect."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    generation: int = -1
-    index: LexicalIndex = field(default_factory=LexicalIndex)
-    sessions: SessionTable = field(default_factory=SessionTable)
-    mask_key: tuple[int, frozenset[str]] | None = None
-    mask: Any = None
-    maintenance: threading.Thread | None = None  # saving visits in the background, if it is
-
-
 class MemoryService:
     """Stores exchanges per user, ranks them against queries, and serves the structured profile."""
 
     def __init__(self, settings: Settings, store: MemoryStore | None = None) -> None:
         self.settings = settings
         self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
-        self._caches: dict[Scope, _ScopeCache] = {}
-        self._caches_guard = threading.Lock()
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updater: Updater | None = None
         self._queue: UpdateQueue | None = None
+        self._recall = PageRecall(settings, self.store, on_hot=self._analyse_now if self.extraction_on else None)
         if self.extraction_on:
             memory = settings.memory
             chat = ChatClient(
@@ -154,21 +129,14 @@ class MemoryService:
             self._tokens.count("warm up")
             # The default user's index too: on a one-person desktop that is everyone.
             default = self._scope(None, None)
-            self._cache(default, self.store.read_pages(default))
+            self._recall.cache(default, self.store.read_pages(default))
         except Exception:  # only a head start: the first real call loads whatever failed here
             log.debug("warm-up did not complete", exc_info=True)
 
     def close(self) -> int:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
         finish; return how many were left."""
-        with self._caches_guard:
-            caches = list(self._caches.items())
-        for scope, cache in caches:
-            running = cache.maintenance
-            if running is not None:
-                running.join()
-            if cache.sessions.unsaved_visits:
-                self._maintain_sessions(scope, cache)
+        self._recall.close()
         if self._queue is None:
             return 0
         return self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
@@ -208,7 +176,7 @@ class MemoryService:
         pages = page_log.pages[: len(page_log.pages)]
         recent_start = max(0, len(pages) - self.settings.short_term_capacity)
         document = self.store.read_document(scope)
-        hits = self._search_pages(scope, page_log, document, request, among_first=recent_start)
+        hits = self._recall.search(scope, page_log, document, request, among_first=recent_start)
         retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
         about = f"{request.query}\n{request.current_context}".strip()
         facts = self._rank_entries(current(document.facts), about, ScoredFact)
@@ -277,13 +245,17 @@ class MemoryService:
     # --- users own their memory -----------------------------------------------------------
 
     def search_facts(self, request: SearchFactsRequest) -> FactsResult:
-        return ownership.search_facts(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+        return ownership.search_facts(
+            self.store, self._scope(request.user_id, request.agent_name), request, self.settings
+        )
 
     def add_fact(self, request: AddFactRequest) -> FactChangeResult:
         return ownership.add_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
-        return ownership.update_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+        return ownership.update_fact(
+            self.store, self._scope(request.user_id, request.agent_name), request, self.settings
+        )
 
     def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
         return ownership.delete_fact(self.store, self._scope(request.user_id, request.agent_name), request)
@@ -296,7 +268,7 @@ class MemoryService:
 
     def import_memory(self, request: ImportRequest) -> ImportResult:
         """Validate the whole document first; then write (after erasing, with mode 'replace')."""
-        document = parse_import(request.data, request.user_id)
+        document = parse_import(request.data, request.user_id, self.settings.user_id)
         scope = Scope(document.user_id, request.agent_name or document.agent_name)
         parts = [(scope, document.memory, document.pages)]
         parts += [(Scope(document.user_id, name), agent.memory, agent.pages) for name, agent in document.agents.items()]
@@ -307,7 +279,9 @@ class MemoryService:
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
             counts.add(ownership.import_scope(self.store, part_scope, memory, pages, replace))
-        return ownership.import_result(document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts)
+        return ownership.import_result(
+            document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
+        )
 
     def forget(self, request: ForgetRequest) -> ForgetResult:
         """Erase everything stored for the scope; with no agent_name, the user's agents too."""
@@ -315,7 +289,9 @@ class MemoryService:
         if request.confirm != scope.user_id:
             raise InvalidInput(f"confirm must equal the user_id ({scope.user_id!r}) to erase that user's memory")
         self._require_stored(scope)
-        scopes = [scope] + ([Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else [])
+        scopes = [scope] + (
+            [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
+        )
         pages = sum(len(self.store.read_pages(each).pages) for each in scopes)
         facts = sum(len(self.store.read_document(each).facts) for each in scopes)
         self._erase(scope)
@@ -368,7 +344,7 @@ class MemoryService:
         scope = self._scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
         pages = page_log.pages[: len(page_log.pages)]
-        cache = self._cache(scope, page_log)
+        cache = self._recall.cache(scope, page_log)
         with cache.lock:
             hits = cache.index.search(request.query, request.max_results, among_first=len(pages))
         return [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
@@ -382,18 +358,22 @@ class MemoryService:
     def _erase(self, scope: Scope) -> None:
         """Erase a scope once no update is running on it (an update finishing afterwards would
         write back what was just erased), and forget everything cached about it."""
-        affected = [scope] + ([Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else [])
+        affected = [scope] + (
+            [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
+        )
         with contextlib.ExitStack() as held:
             for each in affected:
                 if not held.enter_context(self.store.exclusive_updates(each, wait=ERASE_WAIT_SECONDS)):
                     raise StorageError(f"memory of {each.describe()} is being updated; try again in a minute")
             self.store.erase(scope)
-        with self._caches_guard:
-            for each in affected:
-                self._caches.pop(each, None)
+        self._recall.drop(affected)
         if self._queue is not None:
             self._queue.discard(scope)
 
+    def _analyse_now(self, scope: Scope, thread: str) -> None:
+        """A session in demand: analyse its pending exchanges without waiting for the debounce."""
+        assert self._queue is not None
+        self._queue.notify(scope, thread, delay=0)
 
     def _run_update(self, scope: Scope, thread: str) -> UpdateReport:
         """One queued update, with the scope's update right held across threads and processes."""
@@ -433,102 +413,6 @@ class MemoryService:
                     "(max_meta_data_bytes)"
                 )
 
-    def _search_pages(
-        self, scope: Scope, page_log: PageLog, document: MemoryDocument, request: RetrieveMemoryRequest, among_first: int
-    ) -> list[tuple[int, float]]:
-        """Rank the scope's older pages: archived sessions left out unless asked for, hot sessions
-        lifted by `heat_ranking_weight`. Each session returned counts a visit."""
-        if among_first <= 0 or not request.query.strip():
-            return []
-        cache = self._cache(scope, page_log)
-        weight = self.settings.heat_ranking_weight
-        with cache.lock:
-            allowed = None if request.include_archived else self._searchable(cache, document)
-            wanted = request.max_results * (3 if weight else 1)
-            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed)
-            if weight and hits:
-                page_sessions = cache.sessions.page_sessions
-                hit_sessions = {page_sessions[i] for i, _ in hits}
-                heats = cache.sessions.heats(document, now_utc(), self.settings, only=hit_sessions)
-                lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in hits)
-                hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
-            hits = hits[: request.max_results]
-            cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
-            save = cache.sessions.should_save() and cache.maintenance is None
-            if save:
-                # A document write and a scan of every session: not on the caller's time.
-                cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
-                cache.maintenance.start()
-        return hits
-
-    def _cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
-        """The scope's cache, brought up to date with the page log."""
-        with self._caches_guard:
-            cache = self._caches.setdefault(scope, _ScopeCache())
-        with cache.lock:
-            if cache.generation != page_log.generation:
-                cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
-            pages = page_log.pages
-            for page in pages[len(cache.index) : len(pages)]:
-                cache.index.add(_page_text(page), thread_key(page))
-            cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
-        return cache
-
-    @staticmethod
-    def _searchable(cache: _ScopeCache, document: MemoryDocument) -> Any:
-        """Which pages normal retrieval may return (None: all); rebuilt only when it changes."""
-        archived = archived_sessions(document)
-        if not archived:
-            return None
-        key = (len(cache.sessions.page_sessions), archived)
-        if cache.mask_key != key:
-            import numpy as np
-
-            cache.mask = np.fromiter((name not in archived for name in cache.sessions.page_sessions), dtype=bool)
-            cache.mask_key = key
-        return cache.mask
-
-    def _maintain_sessions(self, scope: Scope, cache: _ScopeCache) -> None:
-        """Save unsaved visits in one document write, and in the same write: ask the updater to
-        analyse hot sessions now (resetting their heat, as MemoryOS does), and archive the coldest
-        analysed sessions beyond `mid_term_capacity`."""
-        pages = self.store.read_pages(scope).pages
-        hot_threads: list[str] = []
-
-        def change(document: MemoryDocument) -> MemoryDocument:
-            with cache.lock:
-                document = cache.sessions.apply_unsaved(document)
-                heats = cache.sessions.heats(document, now_utc(), self.settings)
-                page_sessions = cache.sessions.page_sessions[: len(pages)]
-                sizes = dict(cache.sessions.sizes)
-            pending = pending_by_thread(pages, document.analysis).values()
-            unanalysed = {page_sessions[n] for numbers in pending for n in numbers if n < len(page_sessions)}
-            sessions = document.sessions
-            for name in unanalysed:
-                if self._queue is not None and heats.get(name, 0.0) >= self.settings.mid_term_heat_threshold:
-                    state = sessions.setdefault(name, SessionState())
-                    state.visits, state.counted = 0, sizes.get(name, 0)
-                    hot_threads.append(thread_of_session(name))
-            visits = {name: state.visits for name, state in sessions.items()}
-            for name in sessions_to_archive(
-                heats, visits, archived_sessions(document), unanalysed, self.settings.mid_term_capacity
-            ):
-                sessions.setdefault(name, SessionState()).archived = True
-            return document
-
-        try:
-            self.store.update_document(scope, change)
-        except StorageError as exc:
-            log.warning("session visits of %s not saved: %s", scope.describe(), exc)
-            return
-        finally:
-            with cache.lock:
-                if cache.maintenance is threading.current_thread():
-                    cache.maintenance = None
-        for thread in hot_threads:
-            assert self._queue is not None
-            self._queue.notify(scope, thread, delay=0)
-
     def _extraction_notes(self) -> list[str]:
         if not self.settings.memory.enabled:
             return [EXTRACTION_DISABLED_NOTE]
@@ -567,7 +451,9 @@ class MemoryService:
         )
         if built.left_out:
             parts = ", ".join(f"{count} {_SECTION_NAMES[section]}" for section, count in built.left_out.items())
-            notes.append(f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them.")
+            notes.append(
+                f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them."
+            )
         return built.text, built.tokens
 
     def _notes(self, document: MemoryDocument) -> list[str]:
@@ -575,14 +461,3 @@ class MemoryService:
         if document.is_empty():
             notes.append(EMPTY_PROFILE_NOTE)
         return notes
-
-
-def _page_text(page: Page) -> str:
-    """What a page is found by: both sides of the exchange, and its date in words, so that
-    "what did I do in May 2023" matches pages from then."""
-    text = f"{page.user_input}\n{page.agent_response}"
-    try:
-        moment = datetime.fromisoformat(page.timestamp)
-    except ValueError:
-        return text
-    return f"{text}\n{moment:%B} {moment.day} {moment.year}"

@@ -100,7 +100,9 @@ class SessionTable:
         """The session as it stands, counting unsaved visits; never visited = last visited at creation."""
         state = document.sessions.get(session, SessionState()).model_copy()
         state.visits += self.unsaved_visits.get(session, 0)
-        state.lastVisit = max(state.lastVisit, self.unsaved_last_visit.get(session, ""), self.first_seen.get(session, ""))
+        state.lastVisit = max(
+            state.lastVisit, self.unsaved_last_visit.get(session, ""), self.first_seen.get(session, "")
+        )
         return state
 
     def heats(
@@ -128,7 +130,9 @@ def sessions_to_archive(
     excess = len(live) - capacity
     if excess <= 0:
         return []
-    candidates = sorted((name for name in live if name not in unanalysed), key=lambda n: (heats[n], visits.get(n, 0), n))
+    candidates = sorted(
+        (name for name in live if name not in unanalysed), key=lambda n: (heats[n], visits.get(n, 0), n)
+    )
     return candidates[:excess]
 
 

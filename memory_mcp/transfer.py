@@ -40,14 +40,15 @@ class MergeCounts:
         self.facts_skipped += other.facts_skipped
 
 
-def parse_import(data: dict[str, Any], user_id: str | None) -> ExportDocument:
+def parse_import(data: dict[str, Any], user_id: str | None, default_user: str = "default") -> ExportDocument:
     """An export document from what the caller sent: our export format, or a DeerFlow memory.json
-    (structured memory without pages). Raises InvalidInput, naming what is wrong, otherwise."""
+    (structured memory without pages, which belongs to `user_id`, else to `default_user`).
+    Raises InvalidInput, naming what is wrong, otherwise."""
     if data.get("format") == EXPORT_FORMAT:
         document = _validated(ExportDocument, data, "data")
     elif "format" not in data and {"facts", "user", "history"} & data.keys():
         memory = _validated(MemoryDocument, data, "data (DeerFlow memory.json)")
-        document = ExportDocument(exported_at="", user_id=user_id or "default", memory=memory, pages=[])
+        document = ExportDocument(exported_at="", user_id=user_id or default_user, memory=memory, pages=[])
     else:
         raise InvalidInput(
             f"data is neither a memory-mcp export (format {EXPORT_FORMAT!r}) nor a DeerFlow memory.json "

@@ -163,7 +163,9 @@ def apply_proposal(
     facts_kept = cap([*retire(document.facts, removing, now, replaced_by), *added], settings.memory.max_facts)
     kept_ids = {fact.id for fact in current(facts_kept)}
     report.facts_added = [fact.content for fact in added if fact.id in kept_ids]
-    knowledge = _apply_knowledge(document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report)
+    knowledge = _apply_knowledge(
+        document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report
+    )
     updated = document.model_copy(
         update={"user": user, "history": history, "facts": facts_kept, "assistantKnowledge": knowledge}
     )

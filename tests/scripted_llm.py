@@ -41,6 +41,12 @@ class ScriptedLLM:
     default: Step = field(default_factory=lambda: reply(EMPTY_UPDATE))
     steps: deque[Step] = field(default_factory=deque)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # time.monotonic() when each request arrived (same order as `requests`), when its answer was
+    # sent (by arrival index; None while still in progress), and the most requests served at once.
+    arrivals: list[float] = field(default_factory=list)
+    answered: list[float | None] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -63,16 +69,29 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with script._lock:
                     script.requests.append(body)
+                    index = len(script.arrivals)
+                    script.arrivals.append(time.monotonic())
+                    script.answered.append(None)
+                    script.in_flight += 1
+                    script.max_in_flight = max(script.max_in_flight, script.in_flight)
                     step = script.steps.popleft() if script.steps else script.default
-                if step.delay:
-                    time.sleep(step.delay)
-                if step.raw is not None:
-                    self._send(step.status, step.raw)
-                elif step.status != 200:
-                    error = {"error": {"message": "scripted failure", "type": "server_error", "code": step.status}}
-                    self._send(step.status, json.dumps(error).encode())
-                else:
-                    self._send(200, json.dumps(_completion(body, step.content or "")).encode())
+                try:
+                    if step.delay:
+                        time.sleep(step.delay)
+                    if step.raw is not None:
+                        payload, status = step.raw, step.status
+                    elif step.status != 200:
+                        error = {"error": {"message": "scripted failure", "type": "server_error", "code": step.status}}
+                        payload, status = json.dumps(error).encode(), step.status
+                    else:
+                        payload, status = json.dumps(_completion(body, step.content or "")).encode(), 200
+                finally:
+                    # Recorded before the answer leaves, so a request that arrives later than this
+                    # time was sent by a client that had not yet seen this answer.
+                    with script._lock:
+                        script.in_flight -= 1
+                        script.answered[index] = time.monotonic()
+                self._send(status, payload)
 
             def _send(self, status: int, payload: bytes) -> None:
                 try:
@@ -89,7 +108,8 @@ class ScriptedLLM:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # A short poll interval, so that stop() returns at once rather than after up to half a second.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -36,13 +36,20 @@ def rich_document() -> MemoryDocument:
 
 def many_facts() -> list[Fact]:
     facts = [fact(i, f"likes topic number {i} and {CHINESE[: i % 20]}") for i in range(60)]
-    facts += [fact(100 + i, f"the service is not in Java {i}", "correction", 0.95, sourceError="said Java") for i in range(5)]
+    facts += [
+        fact(100 + i, f"the service is not in Java {i}", "correction", 0.95, sourceError="said Java") for i in range(5)
+    ]
     return facts
 
 
 def pages(count: int) -> list[Page]:
     return [
-        Page(page_id=f"page_{i}", user_input=f"question {i} " * 30, agent_response=CHINESE * 3, timestamp="2024-05-01T10:00:00Z")
+        Page(
+            page_id=f"page_{i}",
+            user_input=f"question {i} " * 30,
+            agent_response=CHINESE * 3,
+            timestamp="2024-05-01T10:00:00Z",
+        )
         for i in range(count)
     ]
 
@@ -76,9 +83,7 @@ def run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         "socket.create_connection = _refuse\n"
     )
     env = {"TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-c", guard + code], capture_output=True, text=True, timeout=60, env=env
-    )
+    return subprocess.run([sys.executable, "-c", guard + code], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_tiktoken_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
@@ -202,13 +207,19 @@ def test_retrieve_returns_the_block_within_the_requested_budget(data_dir: Path) 
     service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1))
     service.store.write_document(Scope("alice"), rich_document().model_copy(update={"facts": many_facts()}))
     for i in range(5):
-        service.add_memory(AddMemoryRequest.build(user_input=f"I hiked Mount Tam {i}", agent_response="nice", user_id="alice"))
+        service.add_memory(
+            AddMemoryRequest.build(user_input=f"I hiked Mount Tam {i}", agent_response="nice", user_id="alice")
+        )
 
-    result = service.retrieve_memory(RetrieveMemoryRequest.build(query="Mount Tam hike", user_id="alice", max_tokens=300))
+    result = service.retrieve_memory(
+        RetrieveMemoryRequest.build(query="Mount Tam hike", user_id="alice", max_tokens=300)
+    )
 
     assert result.context_tokens <= 300 and result.context.startswith("<memory>")
     assert any("raise max_tokens" in note for note in result.notes)
-    roomy = service.retrieve_memory(RetrieveMemoryRequest.build(query="Mount Tam hike", user_id="alice", max_tokens=8000))
+    roomy = service.retrieve_memory(
+        RetrieveMemoryRequest.build(query="Mount Tam hike", user_id="alice", max_tokens=8000)
+    )
     assert "Mount Tam" in roomy.context and roomy.context_tokens > result.context_tokens
 
 
@@ -225,7 +236,12 @@ def test_current_context_steers_fact_ranking(data_dir: Path) -> None:
     service = MemoryService(Settings(data_storage_path=data_dir))
     service.store.write_document(
         Scope("alice"),
-        MemoryDocument(facts=[fact(1, "uses Docker for deployment", confidence=0.9), fact(2, "writes tests with pytest", confidence=0.8)]),
+        MemoryDocument(
+            facts=[
+                fact(1, "uses Docker for deployment", confidence=0.9),
+                fact(2, "writes tests with pytest", confidence=0.8),
+            ]
+        ),
     )
 
     plain = service.retrieve_memory(RetrieveMemoryRequest.build(query="any advice?", user_id="alice"))

@@ -42,7 +42,9 @@ def test_readme_lists_every_setting_with_its_default() -> None:
 
 def test_example_config_holds_every_setting_at_its_default() -> None:
     example = json.loads((ROOT / "config.example.json").read_text(encoding="utf-8"))
-    flat = {k: v for k, v in example.items() if k != "memory"} | {f"memory.{k}": v for k, v in example["memory"].items()}
+    flat = {k: v for k, v in example.items() if k != "memory"} | {
+        f"memory.{k}": v for k, v in example["memory"].items()
+    }
     flat.pop("data_storage_path")
     assert flat == settings_defaults()
     assert example["openai_api_key"] is None, "the example config must not carry a key"

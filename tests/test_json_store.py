@@ -68,7 +68,7 @@ def temp_files(directory: Path) -> list[str]:
 
 
 def test_pages_round_trip_through_a_fresh_store_in_order(data_dir: Path) -> None:
-    tricky = "line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul \"quoted\" 中文 🙂"
+    tricky = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" 中文 🙂'
     store = JsonStore(data_dir)
     originals = [make_page(0), make_page(1, tricky), make_page(2)]
     for page in originals:
@@ -389,9 +389,7 @@ def test_two_processes_appending_to_one_user_lose_nothing(data_dir: Path) -> Non
     scope = Scope("shared")
     service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=2))
     for i in range(3):
-        service.add_memory(
-            AddMemoryRequest.build(user_id="shared", user_input=f"parent note {i}", agent_response="ok")
-        )
+        service.add_memory(AddMemoryRequest.build(user_id="shared", user_input=f"parent note {i}", agent_response="ok"))
     before = service.store.read_pages(scope)
     before_pages = list(before.pages)
     early = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="shared", query="markeralpha0"))

@@ -257,4 +257,3 @@ def test_stemming_and_function_words() -> None:
 
     assert [number for number, _ in index.search("hiked mountain", limit=2)] == [0]
     assert index.search("what did they do", limit=2) == []  # function words alone match nothing
-

@@ -243,8 +243,12 @@ def test_retrieved_pages_exclude_short_term_and_are_ordered_by_score(data_dir: P
 
 def test_a_page_is_found_by_its_date_and_by_its_neighbours_words(data_dir: Path) -> None:
     service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1))
-    question = add(service, "Any plans for the long weekend?", "Not yet!", thread_id="chat", timestamp="2023-05-26 09:00:00")
-    answer = add(service, "We'll rent a cabin by the lake.", "Lovely.", thread_id="chat", timestamp="2023-05-26 09:01:00")
+    question = add(
+        service, "Any plans for the long weekend?", "Not yet!", thread_id="chat", timestamp="2023-05-26 09:00:00"
+    )
+    answer = add(
+        service, "We'll rent a cabin by the lake.", "Lovely.", thread_id="chat", timestamp="2023-05-26 09:01:00"
+    )
     add(service, "Unrelated chatter about taxes", "Sure.", thread_id="other", timestamp="2023-08-02 10:00:00")
     add(service, "newest page, kept as short-term memory", "ok", thread_id="other")
 
@@ -365,9 +369,7 @@ def test_profile_switches(service: MemoryService) -> None:
     write_knowledge(service, Scope("alice"))
 
     without = service.get_user_profile(ProfileRequest.build(user_id="alice", include_knowledge=False))
-    with_assistant = service.get_user_profile(
-        ProfileRequest.build(user_id="alice", include_assistant_knowledge=True)
-    )
+    with_assistant = service.get_user_profile(ProfileRequest.build(user_id="alice", include_assistant_knowledge=True))
 
     assert without.facts is None
     assert [entry.id for entry in with_assistant.assistant_knowledge] == ["k1", "k2"]
@@ -383,9 +385,7 @@ def test_notes_say_extraction_is_off_without_an_llm(data_dir: Path) -> None:
 
 def test_notes_do_not_claim_extraction_is_off_when_an_llm_is_configured(data_dir: Path) -> None:
     on = MemoryService(Settings(data_storage_path=data_dir, openai_base_url="http://127.0.0.1:11434/v1"))
-    disabled = MemoryService(
-        Settings(data_storage_path=data_dir, openai_api_key="sk-x", memory={"enabled": False})
-    )
+    disabled = MemoryService(Settings(data_storage_path=data_dir, openai_api_key="sk-x", memory={"enabled": False}))
 
     assert EXTRACTION_OFF_NOTE not in on.get_user_profile(ProfileRequest.build()).notes
     # Switched off by the user rather than for want of an endpoint: the note names the setting.

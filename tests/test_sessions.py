@@ -196,7 +196,9 @@ def test_heat_lifts_a_slightly_weaker_page_only_when_weighted(data_dir: Path) ->
 
 
 def test_a_hot_session_is_analysed_without_waiting_for_the_debounce(data_dir: Path) -> None:
-    llm = ScriptedLLM(default=reply({"newFacts": [{"content": "plays the violin", "category": "context", "confidence": 0.9}]}))
+    llm = ScriptedLLM(
+        default=reply({"newFacts": [{"content": "plays the violin", "category": "context", "confidence": 0.9}]})
+    )
     llm.start()
     try:
         settings = Settings(

@@ -326,8 +326,10 @@ def test_users_are_isolated_over_stdio(home: Path, tmp_path: Path, errlog: TextI
 
     async def body() -> dict[str, Any]:
         async with connect(config=config, errlog=errlog) as client:
-            alice_ids = [(await add(client, u, a, user_id="alice", meta_data={"owner": "alice-meta"}))["page_id"]
-                         for u, a in alice_says]
+            alice_ids = [
+                (await add(client, u, a, user_id="alice", meta_data={"owner": "alice-meta"}))["page_id"]
+                for u, a in alice_says
+            ]
             for u, a in bob_says:
                 await add(client, u, a, user_id="bob")
             everything = {"include_knowledge": True, "include_assistant_knowledge": True}
@@ -363,8 +365,13 @@ def test_agent_memory_is_separate_from_the_users_own(home: Path, errlog: TextIO)
     async def body() -> dict[str, Any]:
         async with connect(home, errlog=errlog) as client:
             return {
-                "coder": await add(client, "Indent with tabs in the Frobnicator repo.", "Tabs it is.",
-                                   user_id="carol", agent_name="coder"),
+                "coder": await add(
+                    client,
+                    "Indent with tabs in the Frobnicator repo.",
+                    "Tabs it is.",
+                    user_id="carol",
+                    agent_name="coder",
+                ),
                 "shared": await add(client, "I write poems about lighthouses.", "Lovely.", user_id="carol"),
                 "carol": await recall(client, query, user_id="carol"),
                 "carol_coder": await recall(client, query, user_id="carol", agent_name="coder"),

@@ -189,9 +189,7 @@ class JsonStore:
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         return self.update_document(scope, lambda _current: document)
 
-    def update_document(
-        self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]
-    ) -> MemoryDocument:
+    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
         state = self._state(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
         with (

@@ -1,0 +1,188 @@
+"""Recall of exchanges, per scope: the search index, MemoryOS's session tier, and their upkeep.
+
+The index and session table live in memory, are built on first use and then follow the page
+log; visits are saved in the background, with eviction and hot-session analysis in the same write.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import StorageError
+from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState, utc_now
+from memory_mcp.pending import pending_by_thread, thread_key
+from memory_mcp.retrieval import LexicalIndex
+from memory_mcp.sessions import (
+    SessionTable,
+    archived_sessions,
+    now_utc,
+    sessions_to_archive,
+    thread_of_session,
+)
+from memory_mcp.store import MemoryStore, PageLog, Scope
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _ScopeCache:
+    """What is kept in memory per scope: the search index, the session table, and the mask of
+    searchable pages, with the page log generation they reflect."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    generation: int = -1
+    index: LexicalIndex = field(default_factory=LexicalIndex)
+    sessions: SessionTable = field(default_factory=SessionTable)
+    mask_key: tuple[int, frozenset[str]] | None = None
+    mask: Any = None
+    maintenance: threading.Thread | None = None  # saving visits in the background, if it is
+
+
+class PageRecall:
+    """Ranks a scope's exchanges and keeps its session tier; `on_hot(scope, thread)` is told when
+    a session with unanalysed exchanges turns hot (None: nobody analyses, so nothing is hot)."""
+
+    def __init__(
+        self, settings: Settings, store: MemoryStore, on_hot: Callable[[Scope, str], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._on_hot = on_hot
+        self._caches: dict[Scope, _ScopeCache] = {}
+        self._guard = threading.Lock()
+
+    def drop(self, scopes: list[Scope]) -> None:
+        """Forget what is cached for erased scopes."""
+        with self._guard:
+            for scope in scopes:
+                self._caches.pop(scope, None)
+
+    def close(self) -> None:
+        """Wait for background saves, then save whatever visits are still unsaved."""
+        with self._guard:
+            caches = list(self._caches.items())
+        for scope, cache in caches:
+            running = cache.maintenance
+            if running is not None:
+                running.join()
+            if cache.sessions.unsaved_visits:
+                self._maintain_sessions(scope, cache)
+
+    def search(
+        self,
+        scope: Scope,
+        page_log: PageLog,
+        document: MemoryDocument,
+        request: RetrieveMemoryRequest,
+        among_first: int,
+    ) -> list[tuple[int, float]]:
+        """Rank the scope's older pages: archived sessions left out unless asked for, hot sessions
+        lifted by `heat_ranking_weight`. Each session returned counts a visit."""
+        if among_first <= 0 or not request.query.strip():
+            return []
+        cache = self.cache(scope, page_log)
+        weight = self.settings.heat_ranking_weight
+        with cache.lock:
+            allowed = None if request.include_archived else self._searchable(cache, document)
+            wanted = request.max_results * (3 if weight else 1)
+            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed)
+            if weight and hits:
+                page_sessions = cache.sessions.page_sessions
+                hit_sessions = {page_sessions[i] for i, _ in hits}
+                heats = cache.sessions.heats(document, now_utc(), self.settings, only=hit_sessions)
+                lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in hits)
+                hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
+            hits = hits[: request.max_results]
+            cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
+            save = cache.sessions.should_save() and cache.maintenance is None
+            if save:
+                # A document write and a scan of every session: not on the caller's time.
+                cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
+                cache.maintenance.start()
+        return hits
+
+    def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
+        """The scope's cache, brought up to date with the page log."""
+        with self._guard:
+            cache = self._caches.setdefault(scope, _ScopeCache())
+        with cache.lock:
+            if cache.generation != page_log.generation:
+                cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
+            pages = page_log.pages
+            for page in pages[len(cache.index) : len(pages)]:
+                cache.index.add(_page_text(page), thread_key(page))
+            cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
+        return cache
+
+    @staticmethod
+    def _searchable(cache: _ScopeCache, document: MemoryDocument) -> Any:
+        """Which pages normal retrieval may return (None: all); rebuilt only when it changes."""
+        archived = archived_sessions(document)
+        if not archived:
+            return None
+        key = (len(cache.sessions.page_sessions), archived)
+        if cache.mask_key != key:
+            import numpy as np
+
+            cache.mask = np.fromiter((name not in archived for name in cache.sessions.page_sessions), dtype=bool)
+            cache.mask_key = key
+        return cache.mask
+
+    def _maintain_sessions(self, scope: Scope, cache: _ScopeCache) -> None:
+        """Save unsaved visits in one document write, and in the same write: ask the updater to
+        analyse hot sessions now (resetting their heat, as MemoryOS does), and archive the coldest
+        analysed sessions beyond `mid_term_capacity`."""
+        pages = self.store.read_pages(scope).pages
+        hot_threads: list[str] = []
+
+        def change(document: MemoryDocument) -> MemoryDocument:
+            with cache.lock:
+                document = cache.sessions.apply_unsaved(document)
+                heats = cache.sessions.heats(document, now_utc(), self.settings)
+                page_sessions = cache.sessions.page_sessions[: len(pages)]
+                sizes = dict(cache.sessions.sizes)
+            pending = pending_by_thread(pages, document.analysis).values()
+            unanalysed = {page_sessions[n] for numbers in pending for n in numbers if n < len(page_sessions)}
+            sessions = document.sessions
+            for name in unanalysed:
+                if self._on_hot is not None and heats.get(name, 0.0) >= self.settings.mid_term_heat_threshold:
+                    state = sessions.setdefault(name, SessionState())
+                    state.visits, state.counted = 0, sizes.get(name, 0)
+                    hot_threads.append(thread_of_session(name))
+            visits = {name: state.visits for name, state in sessions.items()}
+            for name in sessions_to_archive(
+                heats, visits, archived_sessions(document), unanalysed, self.settings.mid_term_capacity
+            ):
+                sessions.setdefault(name, SessionState()).archived = True
+            return document
+
+        try:
+            self.store.update_document(scope, change)
+        except StorageError as exc:
+            log.warning("session visits of %s not saved: %s", scope.describe(), exc)
+            return
+        finally:
+            with cache.lock:
+                if cache.maintenance is threading.current_thread():
+                    cache.maintenance = None
+        for thread in hot_threads:
+            assert self._on_hot is not None
+            self._on_hot(scope, thread)
+
+
+def _page_text(page: Page) -> str:
+    """What a page is found by: both sides of the exchange, and its date in words, so that
+    "what did I do in May 2023" matches pages from then."""
+    text = f"{page.user_input}\n{page.agent_response}"
+    try:
+        moment = datetime.fromisoformat(page.timestamp)
+    except ValueError:
+        return text
+    return f"{text}\n{moment:%B} {moment.day} {moment.year}"
