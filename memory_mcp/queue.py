@@ -80,9 +80,15 @@ class UpdateQueue:
             self._condition.notify()
 
     def resume(self, keys: Iterable[Key]) -> None:
-        """Schedule keys found pending at start-up to run now."""
-        for scope, thread in keys:
-            self.notify(scope, thread, delay=0)
+        """Schedule keys found pending at start-up to run now, unless an add has already set their
+        timer: pages added since the start wait for their debounce like any others."""
+        now = self._clock()
+        with self._condition:
+            if self._closing:
+                return
+            for key in keys:
+                self._timers.setdefault(key, _Timer(due=now, first_notified=now))
+            self._condition.notify_all()
 
     def discard(self, scope: Scope) -> None:
         """Drop the timers of an erased scope (for a user: of their agents too)."""

@@ -1,0 +1,549 @@
+"""The debounce queue: when memory updates run. Timing, per-key independence, concurrency limits,
+no self-overlap, ordering, retries with backoff, shutdown, and resuming work left pending.
+
+Services here are started (background workers on), and the LLM is tests/scripted_llm.py, which
+records when each request arrived and when it was answered. Waits poll with a deadline; the
+timing bounds are loose where a loaded machine could be slow and tight only where they tell
+one behaviour from another.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai  # noqa: F401  (the product imports it on its first LLM call, ~1 s: not inside a timed window)
+import pytest
+
+from memory_mcp.config import Settings
+from memory_mcp.models import AddMemoryRequest, AddMemoryResult, FlushRequest, FlushResult
+from memory_mcp.queue import MAX_DEFERRALS, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, UpdateQueue
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+from memory_mcp.updater import UpdateReport, pending_threads
+from scripted_llm import ScriptedLLM, Step, reply
+
+TEST_MEMORY = {
+    "debounce_seconds": 0.3,
+    "llm_timeout_seconds": 5,
+    "llm_max_attempts": 2,
+    "shutdown_flush_seconds": 2,
+}
+EARLY = 0.02  # timers may fire this much early, by clock granularity
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def stays(condition: Callable[[], bool], seconds: float) -> bool:
+    """True if `condition` holds throughout the next `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not condition():
+            return False
+        time.sleep(0.01)
+    return condition()
+
+
+def fact_update(content: str, delay: float = 0.0) -> Step:
+    return reply(
+        {
+            "user": {},
+            "history": {},
+            "newFacts": [{"content": content, "category": "context", "confidence": 0.9}],
+            "factsToRemove": [],
+        },
+        delay=delay,
+    )
+
+
+def add(service: MemoryService, user_input: str, agent_response: str = "ok", **fields: Any) -> AddMemoryResult:
+    return service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response=agent_response, **fields))
+
+
+def flush(service: MemoryService, **fields: Any) -> FlushResult:
+    return service.flush_memory(FlushRequest.build(**fields))
+
+
+def conversation_of(request: dict[str, Any]) -> str:
+    [message] = [m for m in request["messages"] if m["role"] == "user"]
+    return message["content"]
+
+
+def requests_with(llm: ScriptedLLM, text: str) -> list[int]:
+    """Numbers of the LLM requests whose conversation includes `text`."""
+    return [i for i, request in enumerate(list(llm.requests)) if text in conversation_of(request)]
+
+
+def pending(service: MemoryService, user: str, agent: str | None = None) -> int:
+    return sum(pending_threads(service.store, Scope(user, agent)).values())
+
+
+def facts_of(data_dir: Path, user: str, agent: str | None = None) -> list[str]:
+    path = data_dir / "users" / user / ("agents/" + agent if agent else "") / "memory.json"
+    if not path.exists():
+        return []
+    facts = json.loads(path.read_text(encoding="utf-8"))["facts"]
+    return [fact["content"] for fact in facts if fact.get("validTo") is None]  # not kept only as history
+
+
+def all_answered(llm: ScriptedLLM, count: int) -> bool:
+    with llm._lock:
+        return len(llm.answered) >= count and all(t is not None for t in llm.answered)
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+ServiceFactory = Callable[..., MemoryService]
+
+
+@pytest.fixture
+def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
+    """Started services on the test's data dir; closed (pending work flushed) at the end."""
+    opened: list[MemoryService] = []
+
+    def factory(base_url: str | None = "scripted", start: bool = True, **memory: Any) -> MemoryService:
+        settings = Settings(
+            data_storage_path=data_dir,
+            openai_base_url=llm.base_url if base_url == "scripted" else base_url,
+            memory={**TEST_MEMORY, **memory},
+        )
+        service = MemoryService(settings)
+        opened.append(service)
+        if start:
+            service.start()
+            # start() resumes pending work on a thread of its own, scheduling what it finds to run at
+            # once; let it finish first, or a page a test adds meanwhile could be taken for old work.
+            wait_until(lambda: not any(t.name == "memory-resume" for t in threading.enumerate()), what="resume")
+        return service
+
+    yield factory
+    for service in opened:
+        service.close()
+
+
+# --- add never waits for the LLM ---------------------------------------------------------------
+
+
+def test_add_memory_returns_at_once_and_never_calls_the_llm(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    service = make_service()
+    llm.enqueue(fact_update("Slow fact", delay=2.0), fact_update("Second fact"))
+
+    started = time.monotonic()
+    add(service, "I write Go at Acme", user_id="alice", thread_id="t")
+    assert time.monotonic() - started < 0.25
+    assert llm.requests == []
+
+    wait_until(lambda: len(llm.requests) == 1, timeout=3, what="the background update to start")
+    # The LLM is busy for 2 s: adding to the same thread still returns at once.
+    started = time.monotonic()
+    add(service, "I moved to Berlin", user_id="alice", thread_id="t")
+    assert time.monotonic() - started < 0.25
+    assert len(llm.requests) == 1
+
+    wait_until(lambda: facts_of(data_dir, "alice") == ["Slow fact", "Second fact"], timeout=6, what="both updates")
+    assert requests_with(llm, "I write Go at Acme") == [0]
+    assert requests_with(llm, "I moved to Berlin") == [1]
+
+
+# --- debounce ----------------------------------------------------------------------------------
+
+
+def test_a_burst_in_one_thread_becomes_one_update_after_the_quiet_time(
+    make_service: ServiceFactory, llm: ScriptedLLM
+) -> None:
+    service = make_service(debounce_seconds=0.3)
+    for number in range(5):
+        add(service, f"burst message {number}", f"answer {number}", user_id="alice", thread_id="t")
+        last_add = time.monotonic()
+        time.sleep(0.05)
+
+    wait_until(lambda: len(llm.requests) == 1, timeout=3, what="the update")
+    assert stays(lambda: len(llm.requests) == 1, 0.7), "the burst became more than one update"
+
+    assert last_add + 0.3 - EARLY <= llm.arrivals[0] <= last_add + 0.3 + 1.0
+    text = conversation_of(llm.requests[0])
+    positions = [text.index(f"burst message {n}") for n in range(5)]
+    assert positions == sorted(positions)
+    assert pending(service, "alice") == 0
+
+
+def test_a_busy_thread_delays_no_other_key_and_is_itself_updated_after_max_deferrals(
+    make_service: ServiceFactory, llm: ScriptedLLM
+) -> None:
+    debounce = 0.5
+    service = make_service(debounce_seconds=debounce, max_concurrent_updates=2)
+    busy_adds: list[float] = []
+
+    def keep_adding() -> None:  # alice's "busy" thread never falls quiet for 2.6 s
+        for number in range(27):
+            add(service, f"busy message {number}", user_id="alice", thread_id="busy")
+            busy_adds.append(time.monotonic())
+            time.sleep(0.1)
+
+    adder = threading.Thread(target=keep_adding)
+    adder.start()
+    try:
+        time.sleep(0.3)
+        add(service, "bob's only message", user_id="bob")
+        add(service, "alice's other thread", user_id="alice", thread_id="quiet")
+        quiet_added = time.monotonic()
+
+        wait_until(
+            lambda: requests_with(llm, "bob's only message") and requests_with(llm, "alice's other thread"),
+            timeout=3,
+            what="the quiet keys' updates",
+        )
+        for text in ("bob's only message", "alice's other thread"):
+            [number] = requests_with(llm, text)
+            assert quiet_added + debounce - 0.1 <= llm.arrivals[number] <= quiet_added + debounce + 0.5, text
+            assert adder.is_alive(), "the quiet keys had to wait for the busy thread to fall quiet"
+            assert "busy message" not in conversation_of(llm.requests[number])
+
+        wait_until(lambda: requests_with(llm, "busy message 0"), timeout=4, what="the busy thread's update")
+    finally:
+        adder.join()
+    [first_busy] = requests_with(llm, "busy message 0")
+    cap = busy_adds[0] + MAX_DEFERRALS * debounce
+    assert cap - 0.1 <= llm.arrivals[first_busy] <= cap + 0.5
+    assert llm.arrivals[first_busy] < busy_adds[-1], "the busy thread waited until it fell quiet"
+
+
+def test_due_keys_run_earliest_first_and_a_new_add_pushes_its_key_back(
+    make_service: ServiceFactory, llm: ScriptedLLM
+) -> None:
+    service = make_service(debounce_seconds=0.5, max_concurrent_updates=1)
+    add(service, "alice first", user_id="alice")
+    add(service, "bob", user_id="bob")
+    add(service, "carol", user_id="carol")
+    add(service, "alice again", user_id="alice")  # alice's timer restarts: now due after carol's
+
+    wait_until(lambda: len(llm.requests) >= 3, timeout=3, what="three updates")
+    assert stays(lambda: len(llm.requests) == 3, 0.3)
+
+    order = [conversation_of(r) for r in llm.requests]
+    assert "bob" in order[0] and "carol" in order[1]
+    assert "alice first" in order[2] and "alice again" in order[2]
+
+
+# --- concurrency -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_different_users_are_updated_side_by_side_up_to_the_limit(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path, workers: int
+) -> None:
+    service = make_service(debounce_seconds=0.2, max_concurrent_updates=workers)
+    llm.default = fact_update("Learned", delay=0.4)
+    users = ["u1", "u2", "u3", "u4"]
+    for user in users:
+        add(service, f"message of {user}", user_id=user)
+
+    wait_until(lambda: all(facts_of(data_dir, user) == ["Learned"] for user in users), timeout=6, what="4 updates")
+
+    assert len(llm.requests) == 4
+    assert llm.max_in_flight == workers
+    assert all(pending(service, user) == 0 for user in users)
+
+
+def test_one_scope_never_overlaps_itself_while_others_run_alongside(
+    make_service: ServiceFactory, llm: ScriptedLLM
+) -> None:
+    service = make_service(debounce_seconds=0.2, max_concurrent_updates=3)
+    llm.default = fact_update("Learned", delay=0.3)
+    for thread in ("one", "two", "three"):
+        add(service, f"alice in thread {thread}", user_id="alice", thread_id=thread)
+    add(service, "bob's message", user_id="bob")
+
+    wait_until(lambda: all_answered(llm, 4), timeout=5, what="4 updates")
+
+    alice = sorted(requests_with(llm, "alice in thread"), key=lambda i: llm.arrivals[i])
+    assert len(alice) == 3
+    for earlier, later in zip(alice, alice[1:]):
+        assert llm.arrivals[later] >= llm.answered[earlier], "two updates of one scope overlapped"
+    assert llm.max_in_flight == 2  # bob's update ran alongside one of alice's
+
+
+def test_flush_waits_for_a_running_update_of_the_same_scope(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    # The second page's own timer (0.8 s) must not fall due before the running update ends (0.5 s),
+    # or a worker could take it before the flush does.
+    service = make_service(debounce_seconds=0.8)
+    llm.enqueue(fact_update("From the background", delay=0.5), fact_update("From the flush"))
+    add(service, "first exchange", user_id="alice", thread_id="a")
+    wait_until(lambda: len(llm.requests) == 1, timeout=3, what="the background update")
+    add(service, "second exchange", user_id="alice", thread_id="b")
+
+    result = flush(service, user_id="alice")
+
+    assert (result.pages_analysed, result.pending_pages, result.errors) == (1, 0, [])
+    assert result.facts_added == ["From the flush"]
+    assert len(llm.requests) == 2
+    assert llm.arrivals[1] >= llm.answered[0]
+    assert "second exchange" in conversation_of(llm.requests[1])
+    assert "first exchange" not in conversation_of(llm.requests[1])
+    assert facts_of(data_dir, "alice") == ["From the background", "From the flush"]
+
+
+def test_pages_added_during_an_update_get_their_own_update_afterwards(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    service = make_service(debounce_seconds=0.2)
+    llm.enqueue(fact_update("First", delay=0.6), fact_update("Second"))
+    add(service, "before the update", user_id="alice", thread_id="t")
+    wait_until(lambda: len(llm.requests) == 1, timeout=3, what="the first update")
+    add(service, "during the update", user_id="alice", thread_id="t")
+
+    wait_until(lambda: facts_of(data_dir, "alice") == ["First", "Second"], timeout=4, what="the second update")
+
+    first, second = (conversation_of(r) for r in llm.requests)
+    assert "before the update" in first and "during the update" not in first
+    assert "during the update" in second and "before the update" not in second
+    assert llm.arrivals[1] >= llm.answered[0]
+    assert pending(service, "alice") == 0
+
+
+# --- failures and retries ----------------------------------------------------------------------
+
+
+def test_a_failed_background_update_stays_pending_and_does_not_hammer_the_llm(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    service = make_service(debounce_seconds=0.1, llm_max_attempts=2)
+    llm.default = Step(status=500)
+    add(service, "I moved to Berlin", user_id="alice")
+
+    wait_until(lambda: all_answered(llm, 2), timeout=4, what="two attempts")
+    assert stays(lambda: len(llm.requests) == 2, 1.0), "retried within a second of failing"
+    assert pending(service, "alice") == 1
+    assert facts_of(data_dir, "alice") == []
+
+    llm.default = fact_update("Lives in Berlin")
+    result = flush(service, user_id="alice")
+    assert (result.facts_added, result.pending_pages) == (["Lives in Berlin"], 0)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_failed_keys_are_retried_with_growing_delays_up_to_the_cap() -> None:
+    """The queue alone, on a fake clock: a key that fails waits 30 s, 60 s, ... at most 600 s;
+    a new add does not bring the retry forward; success resets the delays."""
+    clock = FakeClock()
+    calls: list[float] = []
+    outcomes: deque[Any] = deque(
+        [RuntimeError("exploded")] + [f"failure {n}" for n in range(2, 8)] + [None, "failure again", None]
+    )
+
+    def run(scope: Scope, thread: str) -> UpdateReport:
+        calls.append(clock.now)
+        outcome = outcomes.popleft()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return UpdateReport(errors=[outcome] if outcome else [])
+
+    queue = UpdateQueue(run, debounce_seconds=0.1, workers=1, clock=clock)
+    queue.start()
+    key = (Scope("alice"), "t")
+
+    def retry_after(delay: float, calls_before: int) -> None:
+        wait_until(lambda: key in queue.queued(), timeout=2, what="the retry to be scheduled")
+        clock.now += delay - 1
+        queue.notify(*key)  # a new add wakes the worker but does not shorten the wait
+        assert stays(lambda: len(calls) == calls_before, 0.1), f"retried before {delay} s"
+        clock.now += 1.01
+        queue.notify(*key)
+        wait_until(lambda: len(calls) == calls_before + 1, timeout=2, what=f"the retry after {delay} s")
+
+    try:
+        queue.notify(*key, delay=0)
+        wait_until(lambda: len(calls) == 1, timeout=2, what="the first run")
+        wait_until(lambda: key in queue.last_errors, timeout=2, what="the failure to be recorded")
+        assert queue.last_errors[key].startswith("unexpected error: RuntimeError")  # the worker survived it
+
+        delays = [min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2**n) for n in range(7)]
+        assert delays == [30, 60, 120, 240, 480, 600, 600]
+        for number, delay in enumerate(delays, start=1):
+            retry_after(delay, calls_before=number)
+        # The 8th run succeeded: nothing is scheduled, the error is forgotten.
+        wait_until(lambda: not queue.queued() and key not in queue.last_errors, timeout=2, what="success")
+
+        queue.notify(*key, delay=0)  # new work fails once more: the delays start again from 30 s
+        wait_until(lambda: len(calls) == 9 and key in queue.queued(), timeout=2, what="the 9th run")
+        assert queue.last_errors[key] == "failure again"
+        retry_after(30, calls_before=9)
+        wait_until(lambda: not queue.queued(), timeout=2, what="success")
+    finally:
+        assert queue.shutdown(2) == 0
+
+
+def test_a_scheduled_retry_runs_at_shutdown() -> None:
+    clock = FakeClock()
+    runs: list[str] = []
+
+    def run(scope: Scope, thread: str) -> UpdateReport:
+        runs.append(thread)
+        return UpdateReport(errors=["down"] if len(runs) == 1 else [])
+
+    queue = UpdateQueue(run, debounce_seconds=60, workers=2, clock=clock)
+    queue.start()
+    queue.notify(Scope("alice"), "t", delay=0)
+    wait_until(lambda: runs == ["t"] and queue.queued() == [(Scope("alice"), "t")], timeout=2, what="the retry")
+    queue.notify(Scope("bob"), "u")  # due in 60 s
+
+    assert queue.shutdown(2) == 0
+    assert sorted(runs) == ["t", "t", "u"]
+    queue.notify(Scope("carol"), "v", delay=0)  # after shutdown: ignored
+    assert queue.queued() == []
+
+
+# --- shutdown ----------------------------------------------------------------------------------
+
+
+def test_close_runs_pending_updates_before_returning(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    service = make_service(debounce_seconds=60, shutdown_flush_seconds=5)
+    llm.default = fact_update("Flushed at shutdown", delay=0.2)
+    add(service, "alice's message", user_id="alice")
+    add(service, "bob's message", user_id="bob", thread_id="x")
+    assert llm.requests == []
+
+    started = time.monotonic()
+    left = service.close()
+
+    assert left == 0
+    assert time.monotonic() - started < 3
+    assert facts_of(data_dir, "alice") == ["Flushed at shutdown"]
+    assert facts_of(data_dir, "bob") == ["Flushed at shutdown"]
+    assert (pending(service, "alice"), pending(service, "bob")) == (0, 0)
+
+
+def test_close_gives_up_after_shutdown_flush_seconds_and_the_work_resumes_at_next_start(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    first = make_service(debounce_seconds=60, shutdown_flush_seconds=0.5, llm_max_attempts=1)
+    llm.enqueue(Step(status=500, delay=1.5))  # the LLM hangs past the shutdown bound, then fails
+    llm.default = fact_update("Resumed")
+    add(first, "I moved to Berlin", user_id="alice")
+
+    started = time.monotonic()
+    left = first.close()
+
+    assert time.monotonic() - started < 0.5 + 0.4
+    assert left == 1
+    assert pending(first, "alice") == 1
+    # In a real process exit the hung update dies with the process; here it ends by itself, and
+    # closing again reports nothing left once it has (and its scope's update lock is free).
+    wait_until(lambda: first.close() == 0, timeout=4, what="the hung update to end")
+    assert facts_of(data_dir, "alice") == []
+    assert pending(first, "alice") == 1
+
+    second = make_service(debounce_seconds=60)
+
+    wait_until(lambda: facts_of(data_dir, "alice") == ["Resumed"], timeout=4, what="the resumed update")
+    assert requests_with(llm, "I moved to Berlin") == [0, 1]
+    assert pending(second, "alice") == 0
+
+
+# --- durability: resuming at start ---------------------------------------------------------------
+
+
+def test_pages_added_without_an_llm_are_analysed_when_a_service_with_one_starts(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    offline = make_service(base_url=None)
+    exchanges = {
+        ("alice", None, "a"): ["alice a1", "alice a2"],
+        ("alice", None, "b"): ["alice b1"],
+        ("alice", "coder", None): ["alice's coding agent"],
+        ("bob", None, None): ["bob's message"],
+    }
+    for (user, agent, thread), texts in exchanges.items():
+        for text in texts:
+            add(offline, text, user_id=user, agent_name=agent, thread_id=thread)
+    assert flush(offline, user_id="alice").pending_pages == 3
+    offline.close()
+    llm.default = fact_update("Learned offline")
+
+    online = make_service(debounce_seconds=60)  # resuming does not wait for the debounce
+
+    scopes = [("alice", None), ("alice", "coder"), ("bob", None)]
+    wait_until(lambda: all(pending(online, *scope) == 0 for scope in scopes), timeout=4, what="the resumed updates")
+    assert len(llm.requests) == 4  # one per (scope, thread)
+    for texts in exchanges.values():
+        for text in texts:
+            assert len(requests_with(llm, text)) == 1, text
+    wait_until(lambda: all(facts_of(data_dir, *scope) == ["Learned offline"] for scope in scopes), timeout=2)
+
+
+def test_adds_made_while_start_up_resumes_still_wait_for_the_debounce(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    # Many users whose pages are all analysed: resuming finds nothing for them but takes a while.
+    page = json.dumps(
+        {"page_id": "page_0", "user_input": "old", "agent_response": "ok", "timestamp": "2024-01-01T00:00:00Z"}
+    )
+    for number in range(800):
+        user_dir = data_dir / "users" / f"user{number:04d}"
+        user_dir.mkdir(parents=True)
+        (user_dir / "pages.jsonl").write_text(page + "\n", encoding="utf-8")
+        (user_dir / "memory.json").write_text(json.dumps({"analysis": {"allBefore": 1}}), encoding="utf-8")
+    debounce = 3.0
+    service = make_service(debounce_seconds=debounce, start=False)
+
+    service.start()
+    for number in range(6):  # a burst to the user scanned last, right after start
+        add(service, f"burst {number}", user_id="user0799", thread_id="t")
+        last_add = time.monotonic()
+        time.sleep(0.05)
+
+    wait_until(lambda: len(llm.requests) >= 1, timeout=debounce + 3, what="the update")
+    assert llm.arrivals[0] >= last_add + debounce - EARLY, "the burst skipped its debounce"
+    assert stays(lambda: len(llm.requests) == 1, 0.3)
+
+
+def test_resuming_sends_only_the_pages_not_yet_analysed(
+    make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path
+) -> None:
+    first = make_service(debounce_seconds=60, start=False)
+    add(first, "analysed before the restart", user_id="alice", thread_id="t")
+    assert flush(first, user_id="alice").pages_analysed == 1
+    add(first, "pending at the restart", user_id="alice", thread_id="t")
+    add(first, "also pending, other thread", user_id="alice", thread_id="u")
+    first.close()  # never started: nothing runs, the two pages stay pending
+    assert len(llm.requests) == 1
+
+    second = make_service(debounce_seconds=60)
+
+    wait_until(lambda: pending(second, "alice") == 0, timeout=4, what="the resumed updates")
+    assert requests_with(llm, "analysed before the restart") == [0]
+    assert len(requests_with(llm, "pending at the restart")) == 1
+    assert len(requests_with(llm, "also pending, other thread")) == 1
+    assert len(llm.requests) == 3
