@@ -39,6 +39,9 @@ class MemorySettings(BaseModel):
     token_counting: Literal["tiktoken", "char"] = Field(
         "tiktoken", description="'tiktoken' counts exactly (bundled offline); 'char' estimates from characters."
     )
+    max_fact_removals: int = Field(
+        5, ge=0, le=100, description="Most facts one LLM update may retire; a reply asking for more is refused."
+    )
     similarity_weight: float = Field(0.6, ge=0, le=1, description="Weight of query similarity when ranking facts.")
     confidence_weight: float = Field(0.4, ge=0, le=1, description="Weight of confidence when ranking facts.")
     max_concurrent_updates: int = Field(2, ge=1, le=16, description="Users whose memory is updated at the same time.")

@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memory_mcp.errors import InvalidInput
 from memory_mcp.ids import validate_identifier
@@ -18,6 +18,7 @@ from memory_mcp.ids import validate_identifier
 SCHEMA_VERSION = "1.0"
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
 MAX_META_DATA_DEPTH = 32
+MAX_QUERY_CHARS = 20_000
 TIMESTAMP_RULE = "ISO 8601 (2024-05-01T13:56:00Z) or 'YYYY-MM-DD HH:MM:SS'"
 
 
@@ -181,6 +182,15 @@ class _Request(BaseModel):
         """Validate tool arguments; any breach becomes one InvalidInput that names the field."""
         return parse_request(cls, **fields)
 
+    @model_validator(mode="after")
+    def _encodable(self) -> Self:
+        """Text must be valid Unicode: an unpaired surrogate cannot be stored as UTF-8."""
+        for name, value in self:
+            where = _unencodable(value)
+            if where is not None:
+                raise ValueError(f"{name}{where} holds an unpaired surrogate: text must be valid Unicode")
+        return self
+
     user_id: str | None = None
     agent_name: str | None = None
 
@@ -231,12 +241,12 @@ class AddMemoryRequest(_Request):
 
 
 class RetrieveMemoryRequest(_Request):
-    query: str
-    relationship_with_user: str = "friend"
-    style_hint: str = ""
+    query: str = Field(max_length=MAX_QUERY_CHARS)
+    relationship_with_user: str = Field("friend", max_length=200)
+    style_hint: str = Field("", max_length=1000)
     max_results: int = Field(10, ge=1, le=100)
     max_tokens: int | None = Field(None, ge=100, le=8000)
-    current_context: str = ""
+    current_context: str = Field("", max_length=MAX_QUERY_CHARS)
     include_archived: bool = False
 
 
@@ -259,10 +269,28 @@ def parse_request(model: type[RequestT], **fields: Any) -> RequestT:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"]) or "request"
+            field = ".".join(str(part) for part in error["loc"])
             message = error["msg"].removeprefix("Value error, ")
-            problems.append(message if message.startswith(field) else f"{field}: {message}")
+            problems.append(message if not field or message.startswith(field) else f"{field}: {message}")
         raise InvalidInput("; ".join(problems)) from None
+
+
+def _unencodable(value: Any) -> str | None:
+    """Where in `value` a string cannot be encoded as UTF-8 ("" for the value itself), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(item, dict):
+            stack.extend((key, f"{where} key") for key in item)
+            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    return None
 
 
 def _nesting_depth(value: Any) -> int:
@@ -412,7 +440,7 @@ class ExportDocument(BaseModel):
 
 
 class SearchFactsRequest(_Request):
-    query: str = ""
+    query: str = Field("", max_length=MAX_QUERY_CHARS)
     category: FactCategory | None = None
     limit: int = Field(20, ge=1, le=500)
     include_superseded: bool = False

@@ -138,6 +138,13 @@ def apply_proposal(
     )
     holding = current(document.facts)
     removing = set(proposal.factsToRemove) & {fact.id for fact in holding}
+    if len(removing) > settings.memory.max_fact_removals:
+        # A model that lost the thread tends to "clean up" everything; one update is never
+        # trusted with that much (memory.max_fact_removals).
+        raise ReplyError(
+            f"LLM reply retires {len(removing)} facts at once, more than memory.max_fact_removals "
+            f"({settings.memory.max_fact_removals}); update rejected"
+        )
     report.facts_removed = [fact.content for fact in holding if fact.id in removing]
     seen = {normalise(fact.content) for fact in holding if fact.id not in removing}
     added: list[Fact] = []
