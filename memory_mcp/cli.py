@@ -87,9 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--agent")
     restore = command("import", "import an export, a DeerFlow memory.json, or a MemoryOS data directory")
     restore.add_argument("source", type=Path, help="a JSON file, or with --from-memoryos a MemoryOS data directory")
-    restore.add_argument("--user", help="import into this user id (MemoryOS: import only this user)")
+    restore.add_argument("--user", help="import into this user id (with --from-memoryos: one user, renamed)")
     restore.add_argument("--mode", choices=["merge", "replace"], default="merge")
     restore.add_argument("--from-memoryos", action="store_true", help="SOURCE is a MemoryOS data_storage_path")
+    restore.add_argument("--memoryos-user", metavar="ID", help="with --from-memoryos: import only this MemoryOS user")
     restore.add_argument("--assistant", help="MemoryOS assistant_id whose knowledge to bring (default: all)")
     forget = command("forget", "erase everything stored for a user (or one agent)")
     forget.add_argument("user")
@@ -206,9 +207,8 @@ def _export(service: MemoryService, args: argparse.Namespace) -> int:
 
 def _import(service: MemoryService, args: argparse.Namespace) -> int:
     if args.from_memoryos:
-        documents = [
-            document.model_dump(mode="json") for document in from_memoryos(args.source, args.user, args.assistant)
-        ]
+        converted = from_memoryos(args.source, args.memoryos_user, args.assistant, rename_to=args.user)
+        documents = [document.model_dump(mode="json") for document in converted]
         target = None
     else:
         try:
@@ -243,6 +243,8 @@ def _forget(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.user:
+        service.require_stored(args.user, args.agent)
     users = [args.user] if args.user else service.store.list_users()
     results = [service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent)) for user in users]
     if args.json:

@@ -10,6 +10,7 @@ Each becomes an export document that import_memory then merges or replaces like 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -32,30 +33,40 @@ from memory_mcp.models import (
 IMPORTED_CONFIDENCE = 0.9
 
 
-def from_memoryos(root: Path, user_id: str | None = None, assistant_id: str | None = None) -> list[ExportDocument]:
-    """One export document per MemoryOS user under `root` (or just `user_id`)."""
+def from_memoryos(
+    root: Path, source_user: str | None = None, assistant_id: str | None = None, rename_to: str | None = None
+) -> list[ExportDocument]:
+    """One export document per MemoryOS user under `root` (or just `source_user`), each under its
+    MemoryOS id, or under `rename_to` when a single user is imported."""
     users_dir = root / "users"
     if not users_dir.is_dir():
         raise InvalidInput(f"{root} has no users/ folder: it is not a MemoryOS data directory")
-    names = [user_id] if user_id else sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir())
+    names = [source_user] if source_user else sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir())
+    if rename_to is not None and len(names) != 1:
+        raise InvalidInput(f"--user renames one user, and {root} holds {len(names)}: choose one with --memoryos-user")
     assistant_knowledge = _assistant_knowledge(root, assistant_id)
     documents = []
     for name in names:
         user_dir = users_dir / name
         if not user_dir.is_dir():
             raise InvalidInput(f"MemoryOS has no user {name!r} under {users_dir}")
+        target = rename_to or name
         try:
-            validate_identifier("user_id", name)
+            validate_identifier("user_id", target)
         except ValueError as exc:
-            raise InvalidInput(f"MemoryOS user {name!r}: {exc}; import it alone with --user NEW_ID") from None
-        documents.append(_user_document(user_dir, name, assistant_knowledge))
+            raise InvalidInput(
+                f"MemoryOS user {name!r}: {exc}; import it alone under a new id with --memoryos-user {name} --user NEW_ID"
+            ) from None
+        documents.append(_user_document(user_dir, name, target, assistant_knowledge))
     return documents
 
 
-def _user_document(user_dir: Path, user_id: str, assistant_knowledge: list[dict[str, Any]]) -> ExportDocument:
+def _user_document(
+    user_dir: Path, memoryos_id: str, user_id: str, assistant_knowledge: list[dict[str, Any]]
+) -> ExportDocument:
     pages, analysed_prefix = _pages(user_dir)
     long_term = _read_json(user_dir / "long_term_user.json", {})
-    profile = (long_term.get("user_profiles") or {}).get(user_id, {})
+    profile = (long_term.get("user_profiles") or {}).get(memoryos_id, {})
     profile_text = profile.get("data") if isinstance(profile, dict) else None
     memory = MemoryDocument(
         facts=_facts(long_term.get("knowledge_base") or []),
@@ -83,11 +94,13 @@ def _pages(user_dir: Path) -> tuple[list[Page], int]:
     for entry, session_id in entries:
         if not isinstance(entry, dict):
             continue
+        user_input, agent_response = str(entry.get("user_input") or ""), str(entry.get("agent_response") or "")
+        timestamp = _timestamp(entry.get("timestamp"))
         page = Page(
-            page_id=_page_id(entry.get("page_id")),
-            user_input=str(entry.get("user_input") or ""),
-            agent_response=str(entry.get("agent_response") or ""),
-            timestamp=_timestamp(entry.get("timestamp")),
+            page_id=_page_id(entry.get("page_id"), user_input, agent_response, timestamp),
+            user_input=user_input,
+            agent_response=agent_response,
+            timestamp=timestamp,
             meta_data=entry.get("meta_data") if isinstance(entry.get("meta_data"), dict) else None,
             thread_id=session_id,
         )
@@ -148,11 +161,13 @@ def _assistant_knowledge(root: Path, assistant_id: str | None) -> list[dict[str,
     return entries
 
 
-def _page_id(value: Any) -> str:
-    """Keep MemoryOS's page id when it is a safe string; otherwise give a new one."""
+def _page_id(value: Any, user_input: str, agent_response: str, timestamp: str) -> str:
+    """Keep MemoryOS's page id when it is a safe string; otherwise derive one from the exchange,
+    so importing the same directory again recognises it instead of adding it twice."""
     if isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable():
         return value
-    return new_id("page")
+    digest = hashlib.sha256(f"{timestamp}\0{user_input}\0{agent_response}".encode()).hexdigest()
+    return f"page_{digest[:16]}"
 
 
 def _timestamp(value: Any) -> str:

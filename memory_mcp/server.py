@@ -350,13 +350,17 @@ class OwnershipTools:
 
     def profile_resource(self, user_id: str) -> str:
         """The user's profile sections and facts, as JSON."""
-        request = ProfileRequest.build(user_id=user_id)
-        return self._resource(lambda: self.service.get_user_profile(request).model_dump_json(indent=2))
+        return self._resource(
+            lambda: self.service.get_user_profile(ProfileRequest.build(user_id=user_id)).model_dump_json(indent=2)
+        )
 
     def facts_resource(self, user_id: str) -> str:
         """The user's facts that hold, as JSON."""
-        request = SearchFactsRequest.build(user_id=user_id, limit=500)
-        return self._resource(lambda: self.service.search_facts(request).model_dump_json(indent=2))
+        return self._resource(
+            lambda: self.service.search_facts(SearchFactsRequest.build(user_id=user_id, limit=500)).model_dump_json(
+                indent=2
+            )
+        )
 
     @staticmethod
     def _resource(read: Callable[[], str]) -> str:

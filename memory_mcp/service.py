@@ -267,21 +267,38 @@ class MemoryService:
         return ownership.export_scope(self.store, scope, agents)
 
     def import_memory(self, request: ImportRequest) -> ImportResult:
-        """Validate the whole document first; then write (after erasing, with mode 'replace')."""
+        """Validate the whole document first, every exchange by add_memory's rules; then write
+        (after erasing, with mode 'replace')."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
         scope = Scope(document.user_id, request.agent_name or document.agent_name)
-        parts = [(scope, document.memory, document.pages)]
-        parts += [(Scope(document.user_id, name), agent.memory, agent.pages) for name, agent in document.agents.items()]
+        parts = [(scope, document.memory, self._admitted(document.pages))]
+        parts += [
+            (Scope(document.user_id, name), agent.memory, self._admitted(agent.pages))
+            for name, agent in document.agents.items()
+        ]
         replace = request.mode == "replace"
         if replace:
-            for part_scope, _, _ in parts:
-                self._erase(part_scope)
+            self._erase(scope)  # a user's scope takes their agents with it
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
             counts.add(ownership.import_scope(self.store, part_scope, memory, pages, replace))
         return ownership.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
         )
+
+    def _admitted(self, pages: list[Page]) -> list[Page]:
+        """Imported exchanges pass the rules add_memory applies (sizes, meta_data, thread ids,
+        valid text), and are stored with timestamps in the one stored form."""
+        admitted = []
+        for number, page in enumerate(pages):
+            fields = page.model_dump(exclude={"page_id"})
+            try:
+                request = AddMemoryRequest.build(**fields)
+                self._check_sizes(request)
+            except InvalidInput as exc:
+                raise InvalidInput(f"pages[{number}] ({page.page_id}): {exc}; nothing was imported") from None
+            admitted.append(page.model_copy(update={"timestamp": request.timestamp}))
+        return admitted
 
     def forget(self, request: ForgetRequest) -> ForgetResult:
         """Erase everything stored for the scope; with no agent_name, the user's agents too."""
@@ -349,15 +366,20 @@ class MemoryService:
             hits = cache.index.search(request.query, request.max_results, among_first=len(pages))
         return [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
 
+    def _stored(self, scope: Scope) -> bool:
+        if scope.user_id not in self.store.list_users():
+            return False
+        return scope.agent_name is None or scope.agent_name in self.store.list_agents(scope.user_id)
+
     def _require_stored(self, scope: Scope) -> None:
-        if scope.user_id not in self.store.list_users() or (
-            scope.agent_name is not None and scope.agent_name not in self.store.list_agents(scope.user_id)
-        ):
+        if not self._stored(scope):
             raise NotFound(f"nothing is stored for {scope.describe()}; memory_status lists the users")
 
     def _erase(self, scope: Scope) -> None:
         """Erase a scope once no update is running on it (an update finishing afterwards would
         write back what was just erased), and forget everything cached about it."""
+        if not self._stored(scope):
+            return
         affected = [scope] + (
             [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
         )

@@ -19,7 +19,6 @@ from memory_mcp.models import (
     MemoryDocument,
     Page,
     Section,
-    normalise_timestamp,
 )
 
 USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
@@ -55,7 +54,7 @@ def parse_import(data: dict[str, Any], user_id: str | None, default_user: str = 
             "(an object with user, history and facts)"
         )
     for scope_pages in [document.pages, *(agent.pages for agent in document.agents.values())]:
-        _check_pages(scope_pages)
+        _check_unique(scope_pages)
     return document if user_id is None else document.model_copy(update={"user_id": user_id})
 
 
@@ -120,16 +119,12 @@ def _fill_empty(mine: Any, theirs: Any, names: tuple[str, ...]) -> Any:
     return merged
 
 
-def _check_pages(pages: Sequence[Page]) -> None:
+def _check_unique(pages: Sequence[Page]) -> None:
     seen: set[str] = set()
     for number, page in enumerate(pages):
         if page.page_id in seen:
-            raise InvalidInput(f"pages[{number}].page_id {page.page_id!r} appears twice")
+            raise InvalidInput(f"pages[{number}].page_id {page.page_id!r} appears twice; nothing was imported")
         seen.add(page.page_id)
-        try:
-            normalise_timestamp(page.timestamp)
-        except ValueError as exc:
-            raise InvalidInput(f"pages[{number}].{exc}") from None
 
 
 def _validated(model: type[Any], data: dict[str, Any], what: str) -> Any:
