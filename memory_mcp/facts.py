@@ -45,14 +45,16 @@ def retire(facts: Sequence[Fact], ids: set[str], when: str, replaced_by: str | N
     ]
 
 
-def cap(facts: Sequence[Fact], max_current: int) -> list[Fact]:
-    """At most `max_current` facts that hold (the most confident), and as many retired ones,
-    the most recently retired kept: history is bounded too."""
-    holding = keep_most_confident(current(facts), max_current)
-    retired = [fact for fact in facts if fact.validTo is not None]
-    retired = sorted(retired, key=lambda fact: fact.validTo or "", reverse=True)[:max_current]
-    keep = {id(fact) for fact in [*holding, *retired]}
-    return [fact for fact in facts if id(fact) in keep]
+def cap(facts: Sequence[Fact], max_current: int, when: str) -> list[Fact]:
+    """At most `max_current` facts that hold: beyond it the least confident are retired (kept as
+    history, not erased). History is bounded too: the `max_current` most recently retired stay."""
+    holding = current(facts)
+    keep = {fact.id for fact in keep_most_confident(holding, max_current)}
+    trimmed = {fact.id for fact in holding if fact.id not in keep}
+    facts = retire(facts, trimmed, when, replaced_by=None)
+    retired = sorted((fact for fact in facts if fact.validTo is not None), key=lambda f: f.validTo or "", reverse=True)
+    kept_history = {fact.id for fact in retired[:max_current]}
+    return [fact for fact in facts if fact.validTo is None or fact.id in kept_history]
 
 
 def keep_most_confident(entries: Sequence[EntryT], capacity: int) -> list[EntryT]:

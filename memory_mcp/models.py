@@ -38,7 +38,7 @@ def normalise_timestamp(value: str) -> str:
     """Accept ISO 8601 or `YYYY-MM-DD HH:MM:SS` and return the stored form."""
     try:
         return format_timestamp(datetime.fromisoformat(value.strip()))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a valid date that leaves the calendar in UTC
         raise ValueError(f"timestamp must be {TIMESTAMP_RULE} (got {value!r:.60})") from None
 
 

@@ -71,7 +71,8 @@ def add_fact(store: MemoryStore, scope: Scope, request: AddFactRequest, settings
             source="manual",
         )
         outcome["added"] = fact
-        return document.model_copy(update={"facts": cap([*document.facts, fact], settings.memory.max_facts)})
+        facts = cap([*document.facts, fact], settings.memory.max_facts, fact.createdAt)
+        return document.model_copy(update={"facts": facts})
 
     store.update_document(scope, change)
     if "duplicate" in outcome:
@@ -107,7 +108,7 @@ def update_fact(store: MemoryStore, scope: Scope, request: UpdateFactRequest, se
         )
         outcome["replaced"] = fact
         facts = [*retire(document.facts, {old.id}, now, fact.id), fact]
-        return document.model_copy(update={"facts": cap(facts, settings.memory.max_facts)})
+        return document.model_copy(update={"facts": cap(facts, settings.memory.max_facts, now)})
 
     store.update_document(scope, change)
     if "replaced" in outcome:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import threading
+from urllib.parse import urlsplit, urlunsplit
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -91,6 +92,8 @@ class MemoryService:
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updater: Updater | None = None
         self._queue: UpdateQueue | None = None
+        self._running: dict[Scope, threading.Event] = {}  # cancel switches of updates under way
+        self._running_guard = threading.Lock()
         self._recall = PageRecall(settings, self.store, on_hot=self._analyse_now if self.extraction_on else None)
         if self.extraction_on:
             memory = settings.memory
@@ -253,12 +256,14 @@ class MemoryService:
         return ownership.add_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
-        return ownership.update_fact(
-            self.store, self._scope(request.user_id, request.agent_name), request, self.settings
-        )
+        scope = self._scope(request.user_id, request.agent_name)
+        self._require_stored(scope)  # a fact of nobody: say so, and create nothing
+        return ownership.update_fact(self.store, scope, request, self.settings)
 
     def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
-        return ownership.delete_fact(self.store, self._scope(request.user_id, request.agent_name), request)
+        scope = self._scope(request.user_id, request.agent_name)
+        self._require_stored(scope)
+        return ownership.delete_fact(self.store, scope, request)
 
     def export_memory(self, request: ExportRequest) -> ExportDocument:
         scope = self._scope(request.user_id, request.agent_name)
@@ -270,6 +275,10 @@ class MemoryService:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
+        try:
+            document.model_dump_json()  # what cannot be written must fail now, before anything is erased
+        except ValueError as exc:
+            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         scope = Scope(document.user_id, request.agent_name or document.agent_name)
         parts = [(scope, document.memory, self._admitted(document.pages))]
         parts += [
@@ -342,7 +351,7 @@ class MemoryService:
             llm_configured=self.settings.llm_configured,
             extraction="on" if self.extraction_on else "off",
             llm_model=self.settings.llm_model if self.settings.llm_configured else None,
-            llm_base_url=self.settings.openai_base_url,
+            llm_base_url=_without_credentials(self.settings.openai_base_url),
             token_counter=self._tokens.method,  # type: ignore[arg-type]
             queued_updates=len(self._queue.queued()) if self._queue is not None else 0,
             last_update_errors=errors,
@@ -383,6 +392,10 @@ class MemoryService:
         affected = [scope] + (
             [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
         )
+        with self._running_guard:
+            for each in affected:
+                if each in self._running:
+                    self._running[each].set()  # its LLM call is cut off, and it writes nothing
         with contextlib.ExitStack() as held:
             for each in affected:
                 if not held.enter_context(self.store.exclusive_updates(each, wait=ERASE_WAIT_SECONDS)):
@@ -405,7 +418,14 @@ class MemoryService:
         with self.store.exclusive_updates(scope) as acquired:
             if not acquired:
                 return UpdateReport(errors=["another process is updating this memory; will retry"])
-            return self._updater.update_thread(scope, thread)
+            cancel = threading.Event()
+            with self._running_guard:
+                self._running[scope] = cancel
+            try:
+                return self._updater.update_thread(scope, thread, cancel)
+            finally:
+                with self._running_guard:
+                    self._running.pop(scope, None)
 
     def _resume_pending(self) -> None:
         assert self._queue is not None
@@ -483,3 +503,13 @@ class MemoryService:
         if document.is_empty():
             notes.append(EMPTY_PROFILE_NOTE)
         return notes
+
+
+def _without_credentials(url: str | None) -> str | None:
+    """The endpoint as it may be shown: no user, password or query string (which may hold a key)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -167,8 +168,20 @@ def apply_proposal(
     # What the LLM removes is retired, not erased; when it adds a fact in the same breath, the
     # removed ones were replaced by it.
     replaced_by = added[0].id if len(added) == 1 else None
-    facts_kept = cap([*retire(document.facts, removing, now, replaced_by), *added], settings.memory.max_facts)
+    facts_kept = cap([*retire(document.facts, removing, now, replaced_by), *added], settings.memory.max_facts, now)
     kept_ids = {fact.id for fact in current(facts_kept)}
+    # New facts too weak to make the cut were never memory: they leave no history behind.
+    added_ids = {fact.id for fact in added}
+    facts_kept = [fact for fact in facts_kept if fact.id not in added_ids or fact.id in kept_ids]
+    pushed_out = [fact for fact in holding if fact.id not in removing and fact.id not in kept_ids]
+    if len(removing) + len(pushed_out) > settings.memory.max_fact_removals:
+        # Crowding stored facts out with new ones is a removal too, and counts against the cap.
+        raise ReplyError(
+            f"LLM reply would retire {len(removing) + len(pushed_out)} stored facts at once (removed or pushed "
+            f"out by max_facts), more than memory.max_fact_removals ({settings.memory.max_fact_removals}); "
+            "update rejected"
+        )
+    report.facts_removed += [fact.content for fact in pushed_out]
     report.facts_added = [fact.content for fact in added if fact.id in kept_ids]
     knowledge = _apply_knowledge(
         document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report
@@ -187,7 +200,7 @@ class Updater:
         self.store = store
         self.chat = chat
 
-    def update_thread(self, scope: Scope, thread: str) -> UpdateReport:
+    def update_thread(self, scope: Scope, thread: str, cancel: threading.Event | None = None) -> UpdateReport:
         """Analyse the pending pages of `thread`, batch by batch. The caller holds the scope's
         exclusive update right. Stops at the first failure, leaving the rest pending."""
         report = UpdateReport()
@@ -201,18 +214,26 @@ class Updater:
             batch = [number for number in pending if number < until][:MAX_BATCH_PAGES]
             if not batch:
                 return report
+            if cancel is not None and cancel.is_set():
+                return report
             try:
-                report.merge(self._update_batch(scope, thread, pages, document, batch))
+                report.merge(self._update_batch(scope, thread, pages, document, batch, cancel))
             except LLMError as exc:
                 report.errors.append(str(exc))
                 return report
 
     def _update_batch(
-        self, scope: Scope, thread: str, pages: Sequence[Page], document: MemoryDocument, batch: list[int]
+        self,
+        scope: Scope,
+        thread: str,
+        pages: Sequence[Page],
+        document: MemoryDocument,
+        batch: list[int],
+        cancel: threading.Event | None,
     ) -> UpdateReport:
         batch_pages = [pages[number] for number in batch]
         signals = detect_signals(page.user_input for page in batch_pages)
-        reply = self.chat.complete(build_messages(document, batch_pages, signals))
+        reply = self.chat.complete(build_messages(document, batch_pages, signals), cancel)
         proposal = parse_reply(reply)
         outcome = UpdateReport(llm_calls=1, pages_analysed=len(batch))
 

@@ -50,11 +50,16 @@ def append_records(path: Path, records: bytes) -> int:
     if not records.endswith(b"\n"):
         raise ValueError("records must be whole lines, each ending in a newline")
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     try:
         size = _cut_unfinished_tail(fd, path)
-        _write_all(fd, records)
-        os.fsync(fd)
+        try:
+            _write_all(fd, records)
+            os.fsync(fd)
+        except OSError:
+            # Disk full part-way: take back what was written, so no half record stays behind.
+            os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
     if created:
@@ -81,6 +86,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's content, refusing to follow a symbolic link planted in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()
 
 
 def remove_tree(path: Path) -> None:

@@ -28,7 +28,14 @@ from memory_mcp.errors import StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
 from memory_mcp.store import PageLog, Scope
-from memory_mcp.store.durable import FILE_MODE, append_records, atomic_write, ensure_directory, remove_tree
+from memory_mcp.store.durable import (
+    FILE_MODE,
+    append_records,
+    atomic_write,
+    ensure_directory,
+    read_bytes,
+    remove_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +92,17 @@ class JsonStore:
     # --- layout ---------------------------------------------------------------------------
 
     def scope_dir(self, scope: Scope) -> Path:
-        user_dir = self.root / "users" / validate_identifier("user_id", scope.user_id)
-        if scope.agent_name is None:
-            return user_dir
-        return user_dir / "agents" / validate_identifier("agent_name", scope.agent_name)
+        """The scope's directory. A symbolic link anywhere on the way is refused: it would let
+        whoever planted it send one user's memory out of the data directory."""
+        users = self.root / "users"
+        user_dir = users / validate_identifier("user_id", scope.user_id)
+        steps = [users, user_dir]
+        if scope.agent_name is not None:
+            steps += [user_dir / "agents", user_dir / "agents" / validate_identifier("agent_name", scope.agent_name)]
+        for step in steps:
+            if step.is_symlink():
+                raise StorageError(f"{step} is a symbolic link; memory is never read or written through one")
+        return steps[-1]
 
     def list_users(self) -> list[str]:
         return _identifier_dirs(self.root / "users")
@@ -150,16 +164,23 @@ class JsonStore:
             if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
                 cache = state.log = _LogCache(inode=stat.st_ino)
             if stat.st_size > cache.offset:
-                with self._locked(state.log_file_lock, scope):
+                try:
+                    lock = self._locked(state.log_file_lock, scope)
+                    lock.acquire()
+                except OSError:
+                    # A read-only data directory: nobody can be appending, so read without the lock.
                     self._read_new_records(path, cache, scope)
+                else:
+                    try:
+                        self._read_new_records(path, cache, scope)
+                    finally:
+                        lock.release()
             return PageLog(cache.generation, cache.pages)
 
     def _read_new_records(self, path: Path, cache: _LogCache, scope: Scope) -> None:
         """Parse what was appended since the last read. Called holding the file lock, so an
         unterminated last line is an interrupted write, not one still in progress."""
-        with path.open("rb") as stream:
-            stream.seek(cache.offset)
-            data = stream.read()
+        data = read_bytes(path)[cache.offset :]
         complete_end = data.rfind(b"\n") + 1
         new_pages = []
         for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
@@ -235,7 +256,7 @@ class JsonStore:
         """The document as on disk now. The bytes are compared rather than the file's mtime and
         inode: renames recycle inodes and mtimes are coarse, so those can miss another process's write."""
         try:
-            raw = path.read_bytes()
+            raw = read_bytes(path)
         except FileNotFoundError:
             state.document = None
             return MemoryDocument()
@@ -287,10 +308,15 @@ def _os_errors(action: str) -> Iterator[None]:
 
 
 def _identifier_dirs(parent: Path) -> list[str]:
-    """Names of the subdirectories that are valid ids, sorted (anything else is not ours)."""
-    if not parent.is_dir():
+    """Names of the subdirectories that are valid ids, sorted (anything else, links included,
+    is not ours)."""
+    if not parent.is_dir() or parent.is_symlink():
         return []
-    return sorted(entry.name for entry in parent.iterdir() if entry.is_dir() and _is_identifier(entry.name))
+    return sorted(
+        entry.name
+        for entry in parent.iterdir()
+        if entry.is_dir() and not entry.is_symlink() and _is_identifier(entry.name)
+    )
 
 
 def _is_identifier(name: str) -> bool:

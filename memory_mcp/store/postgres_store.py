@@ -1,0 +1,699 @@
+"""PostgreSQL backend: the same MemoryStore as the JSON files, shared by any number of server instances.
+
+Schema (created and migrated by the server itself: see `memory_mcp.store.migrations`), all in one
+PostgreSQL schema (default `memory_mcp`):
+
+    schema_migrations (version PK, name, applied_at)
+        Which numbered migrations were applied; written by `migrate` under an advisory lock.
+
+    scopes (user_id, agent_name, generation, page_count, created_at)      PK (user_id, agent_name)
+        One row per user (agent_name '') and per agent of a user with anything stored, the
+        equivalent of the JSON store's directories: `list_users`, `list_agents` and `list_scopes`
+        read it. `generation` comes from an identity column when the row is created, so a scope
+        that was erased and written again has a generation it never had before; that is the
+        PageLog generation (0 while nothing is stored). `page_count` is the length of the log.
+        Deleting the row erases the scope: pages and document go with it (ON DELETE CASCADE).
+
+    pages (user_id, agent_name, position, seq, page_id, page json, added_at)
+        PK (user_id, agent_name, position); UNIQUE (user_id, agent_name, page_id); FK to scopes.
+        The verbatim exchanges. `page` is Page.model_dump_json() stored as `json` (kept verbatim,
+        so text holding U+0000 round-trips, which `jsonb` refuses). `position` is the page's index in
+        its scope's log; `seq` (bigserial) is the global order of insertion.
+
+    documents (user_id, agent_name, document jsonb, version, updated_at)  PK (user_id, agent_name)
+        The structured memory in DeerFlow's memory.json shape (MemoryDocument.model_dump(mode="json",
+        exclude_none=True), exactly what the JSON store writes). A trigger gives `version` a new value
+        from the sequence `document_versions` on every insert and update (edits by hand included),
+        never reused, so a reader that cached a version knows without fetching it whether the
+        document changed.
+
+How the JSON store's guarantees carry over:
+
+- Appends are one statement (auto-committed, hence durable when append_pages returns): it upserts
+  the scope row, which locks it, adds len(pages) to page_count, and inserts the pages at the
+  positions that follow. Appenders to one scope therefore take turns, and positions become visible
+  in order: a reader that has seen position n has seen every position below it. (A bigserial would
+  not do as the read cursor: sequence values are drawn before commit, so a transaction can commit
+  a lower number after a reader has moved past it.)
+- read_pages keeps, per scope, the pages read so far and the next position to read, and fetches
+  only rows at or after it, together with the scope's generation, in one statement (one snapshot).
+  A different generation (erased, or erased and written again, by anyone) starts a new list.
+- update_document is read-modify-write in one transaction: SELECT ... FOR UPDATE on the document
+  row (created empty first if missing), change(), UPDATE, COMMIT. Concurrent edits from threads
+  and from other instances queue on the row lock, so none is lost.
+- exclusive_updates takes a session advisory lock (pg_try_advisory_lock, or pg_advisory_lock
+  under lock_timeout when asked to wait) on a hash of (schema, user, agent), on a connection of its
+  own held for the duration. If the instance dies, its connection closes and PostgreSQL releases
+  the lock.
+- erase deletes the scope row(s) (a user's include their agents'); the cascade removes the rest.
+
+Errors surface as StorageError with one-line messages that never contain the DSN's password.
+A connection found broken (say, PostgreSQL restarted) is replaced and the operation retried once
+where that cannot apply it twice: reads, erase, appends (after checking whether the first try got
+in), and document updates that had not yet called `change`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Self, TypeVar
+from urllib.parse import quote, unquote
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+from pydantic import ValidationError
+
+from memory_mcp.errors import StorageError
+from memory_mcp.ids import validate_identifier
+from memory_mcp.models import MemoryDocument, Page, utc_now
+from memory_mcp.store import PageLog, Scope
+from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DEFAULT_SCHEMA = "memory_mcp"
+APPLICATION_NAME = "memory-mcp"
+NO_AGENT = ""  # agent_name of a user's own scope
+_LOCK_KEEPALIVE = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
+
+_QUERIES = {
+    "append": """
+        WITH s AS (
+            INSERT INTO {schema}.scopes AS sc (user_id, agent_name, page_count) VALUES (%(u)s, %(a)s, %(n)s)
+            ON CONFLICT (user_id, agent_name) DO UPDATE SET page_count = sc.page_count + EXCLUDED.page_count
+            RETURNING user_id, agent_name, generation, page_count
+        ), added AS (
+            INSERT INTO {schema}.pages (user_id, agent_name, position, page_id, page)
+            SELECT s.user_id, s.agent_name, s.page_count - %(n)s + v.n - 1, v.page_id, v.page::json
+            FROM s CROSS JOIN unnest(%(ids)s::text[], %(pages)s::text[]) WITH ORDINALITY AS v (page_id, page, n)
+            RETURNING 1
+        )
+        SELECT s.generation, s.page_count, (SELECT count(*) FROM added) FROM s
+    """,
+    "count_page_ids": """
+        SELECT count(*) FROM {schema}.pages WHERE user_id = %s AND agent_name = %s AND page_id = ANY(%s::text[])
+    """,
+    "read_pages": """
+        SELECT s.generation, p.position, p.page::text
+        FROM {schema}.scopes s
+        LEFT JOIN {schema}.pages p
+            ON p.user_id = s.user_id AND p.agent_name = s.agent_name AND p.position >= %(after)s
+        WHERE s.user_id = %(u)s AND s.agent_name = %(a)s
+        ORDER BY p.position
+    """,
+    "read_document": """
+        SELECT version, CASE WHEN version = %(known)s THEN NULL ELSE document::text END
+        FROM {schema}.documents WHERE user_id = %(u)s AND agent_name = %(a)s
+    """,
+    "ensure_document": """
+        WITH s AS (
+            INSERT INTO {schema}.scopes (user_id, agent_name) VALUES (%(u)s, %(a)s) ON CONFLICT DO NOTHING
+        )
+        INSERT INTO {schema}.documents (user_id, agent_name, document, version)
+        VALUES (%(u)s, %(a)s, '{}'::jsonb, 0) ON CONFLICT DO NOTHING  -- empty, until the update below
+    """,
+    "lock_document": """
+        SELECT version, CASE WHEN version = %(known)s THEN NULL ELSE document::text END
+        FROM {schema}.documents WHERE user_id = %(u)s AND agent_name = %(a)s FOR UPDATE
+    """,
+    "write_document": """
+        UPDATE {schema}.documents
+        SET document = %(doc)s::jsonb  -- (a trigger sets version and updated_at)
+        WHERE user_id = %(u)s AND agent_name = %(a)s
+        RETURNING version
+    """,
+    "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
+    "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
+    "user_exists": "SELECT EXISTS (SELECT 1 FROM {schema}.scopes WHERE user_id = %s)",
+    "agent_exists": "SELECT EXISTS (SELECT 1 FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s)",
+    "list_users": "SELECT DISTINCT user_id FROM {schema}.scopes ORDER BY user_id",
+    "list_agents": "SELECT agent_name FROM {schema}.scopes WHERE user_id = %s AND agent_name <> '' ORDER BY agent_name",
+    "list_scopes": "SELECT user_id, agent_name FROM {schema}.scopes ORDER BY user_id, agent_name",
+}
+
+
+@dataclass
+class _LogCache:
+    generation: int
+    pages: list[Page] = field(default_factory=list)
+    next_position: int = 0  # one past the highest position read
+
+
+@dataclass
+class _DocumentCache:
+    version: int
+    document: MemoryDocument
+
+
+@dataclass
+class _ScopeState:
+    log_lock: threading.Lock = field(default_factory=threading.Lock)
+    document_lock: threading.Lock = field(default_factory=threading.Lock)  # guards `document`
+    update_lock: threading.Lock = field(default_factory=threading.Lock)  # one update_document at a time here
+    log: _LogCache | None = None
+    document: _DocumentCache | None = None
+
+
+@dataclass
+class _Attempt:
+    number: int
+    retry_is_safe: bool = True
+
+
+class _ScopeVanished(Exception):
+    """The scope was erased between two statements of a transaction; start it again."""
+
+
+class PostgresStore:
+    """`MemoryStore` over PostgreSQL; safe across threads, processes and hosts.
+
+    Connects, and migrates the schema, when constructed: a wrong DSN or an unreachable server is
+    reported then, as a StorageError. Call `close()` when done (or use it as a context manager).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        min_connections: int = 1,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+        pool_timeout: float = 10.0,
+        max_lock_connections: int = 64,
+    ) -> None:
+        self.schema = check_schema_name(schema)
+        self._secrets = _secrets_of(dsn)
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error:
+            raise StorageError(
+                "the PostgreSQL DSN is not a valid connection string: use "
+                "postgresql://user:password@host:port/dbname or 'host=... dbname=... user=...'"
+            ) from None
+        self.location = describe_dsn(params)
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            extra["connect_timeout"] = max(1, round(connect_timeout))
+        if "application_name" not in params:
+            extra["application_name"] = APPLICATION_NAME
+        self._conninfo = make_conninfo(dsn, **extra)
+        self._statement_timeout_ms = max(1, round(statement_timeout * 1000))
+        self._pool_timeout = pool_timeout
+        self._states: dict[Scope, _ScopeState] = {}
+        self._update_guards: dict[Scope, threading.Lock] = {}
+        self._states_guard = threading.Lock()
+
+        with self._connect(f"connect to PostgreSQL at {self.location}") as conn:
+            try:
+                applied = migrate(conn, self.schema)
+            except psycopg.Error as exc:
+                raise self._error(f"prepare the schema {self.schema!r} at {self.location}", exc) from None
+            self._sql = {name: render(text, self.schema).as_string(conn) for name, text in _QUERIES.items()}
+        if applied:
+            log.info("PostgreSQL schema %s at %s: applied migrations %s", self.schema, self.location, applied)
+
+        self._pool = ConnectionPool(
+            self._conninfo,
+            min_size=min_connections,
+            max_size=max(min_connections, max_connections),
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            timeout=pool_timeout,
+            name=f"memory-mcp {self.schema}",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=max(connect_timeout, 1.0) * 2)
+        except PoolTimeout:
+            self._pool.close()
+            raise StorageError(f"could not open connections to PostgreSQL at {self.location}") from None
+        # Connections that hold exclusive_updates' advisory locks, one per holder.
+        self._lock_pool = ConnectionPool(
+            self._conninfo,
+            min_size=0,
+            max_size=max_lock_connections,
+            kwargs={"autocommit": True},
+            configure=self._configure_lock_connection,
+            reset=self._reset_lock_connection,
+            timeout=pool_timeout,
+            name=f"memory-mcp {self.schema} locks",
+            open=False,
+        )
+        self._lock_pool.open(wait=False)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.location!r}, schema={self.schema!r})"
+
+    def close(self) -> None:
+        """Close every connection; locks still held by exclusive_updates are released with theirs."""
+        self._pool.close()
+        self._lock_pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- listing --------------------------------------------------------------------------
+
+    def list_users(self) -> list[str]:
+        rows = self._run("list the users", lambda conn, _: conn.execute(self._sql["list_users"]).fetchall())
+        return [row[0] for row in rows]
+
+    def list_agents(self, user_id: str) -> list[str]:
+        validate_identifier("user_id", user_id)
+        rows = self._run(
+            f"list the agents of {user_id}",
+            lambda conn, _: conn.execute(self._sql["list_agents"], [user_id]).fetchall(),
+        )
+        return [row[0] for row in rows]
+
+    def list_scopes(self) -> list[Scope]:
+        rows = self._run("list the stored scopes", lambda conn, _: conn.execute(self._sql["list_scopes"]).fetchall())
+        scopes: list[Scope] = []
+        for user_id, agent_name in rows:
+            if not scopes or scopes[-1].user_id != user_id:
+                scopes.append(Scope(user_id))  # a user with only agents still has a scope, as on disk
+            if agent_name != NO_AGENT:
+                scopes.append(Scope(user_id, agent_name))
+        return scopes
+
+    # --- pages ----------------------------------------------------------------------------
+
+    def append_page(self, scope: Scope, page: Page) -> None:
+        self.append_pages(scope, [page])
+
+    def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        user_id, agent = _key(scope)
+        if not pages:
+            return
+        page_ids = [page.page_id for page in pages]
+        params = {
+            "u": user_id,
+            "a": agent,
+            "n": len(pages),
+            "ids": page_ids,
+            "pages": [page.model_dump_json() for page in pages],
+        }
+
+        def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, int] | None:
+            if attempt.number > 1:
+                # The first try lost its connection: it may have committed before that.
+                found = conn.execute(self._sql["count_page_ids"], [user_id, agent, page_ids]).fetchone()[0]
+                if found == len(set(page_ids)):
+                    return None
+                if found:
+                    raise StorageError(
+                        f"could not store pages for {scope.describe()}: {found} of {len(pages)} are already "
+                        "stored after a lost connection; read the pages back before adding them again"
+                    )
+            generation, page_count, added = conn.execute(self._sql["append"], params).fetchone()
+            if added != len(pages):  # cannot happen: the statement inserts every row or fails
+                raise StorageError(f"could not store pages for {scope.describe()}: {added} of {len(pages)} went in")
+            return generation, page_count
+
+        try:
+            result = self._run(f"store pages for {scope.describe()}", work)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, pg_errors.UniqueViolation) and cause.diag.constraint_name == "pages_page_id_key":
+                raise StorageError(
+                    f"could not store pages for {scope.describe()}: a page with one of the ids "
+                    f"{_ids_preview(page_ids)} is already stored there; nothing was written"
+                ) from None
+            raise
+        if result is None:
+            return
+        generation, page_count = result
+        state = self._state(scope)
+        with state.log_lock:
+            cache = state.log
+            # Extend the cache in place only if it had read exactly up to where these went.
+            if cache is not None and cache.generation == generation and cache.next_position == page_count - len(pages):
+                cache.pages.extend(pages)
+                cache.next_position = page_count
+
+    def read_pages(self, scope: Scope) -> PageLog:
+        _key(scope)
+        state = self._state(scope)
+        with state.log_lock:
+            cache = state.log
+            after = cache.next_position if cache is not None else 0
+            rows = self._run(
+                f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, after)
+            )
+            if not rows:  # nothing stored
+                if cache is None or cache.generation != 0:
+                    cache = state.log = _LogCache(generation=0)
+                return PageLog(cache.generation, cache.pages)
+            generation = rows[0][0]
+            if cache is None or cache.generation != generation:
+                if after > 0:  # read against a log that has been replaced since: start again
+                    rows = self._run(
+                        f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, 0)
+                    )
+                    if not rows:
+                        cache = state.log = _LogCache(generation=0)
+                        return PageLog(cache.generation, cache.pages)
+                    generation = rows[0][0]
+                cache = state.log = _LogCache(generation=generation)
+            new_pages = []
+            last = cache.next_position - 1
+            for _, position, text in rows:
+                if position is None:
+                    continue
+                try:
+                    new_pages.append(Page.model_validate_json(text))
+                except ValidationError as exc:
+                    reason = str(exc).splitlines()[0]
+                    raise StorageError(
+                        f"{self.schema}.pages of {scope.describe()} at position {position} is not a valid page "
+                        f"record ({reason}); it was left untouched (fix or delete that row)"
+                    ) from None
+                last = position
+            cache.pages.extend(new_pages)
+            cache.next_position = last + 1
+            return PageLog(cache.generation, cache.pages)
+
+    def _log_rows(self, conn: psycopg.Connection, scope: Scope, after: int) -> list[tuple[Any, ...]]:
+        user_id, agent = _key(scope)
+        return conn.execute(self._sql["read_pages"], {"u": user_id, "a": agent, "after": after}).fetchall()
+
+    def erase(self, scope: Scope) -> None:
+        user_id, agent = _key(scope)
+        if scope.agent_name is None:
+            query, params = self._sql["erase_user"], [user_id]
+        else:
+            query, params = self._sql["erase_agent"], [user_id, agent]
+        self._run(f"erase the memory of {scope.describe()}", lambda conn, _: conn.execute(query, params))
+        with self._states_guard:
+            for known in list(self._states):
+                if known == scope or (scope.agent_name is None and known.user_id == scope.user_id):
+                    del self._states[known]
+
+    # --- structured memory ----------------------------------------------------------------
+
+    def read_document(self, scope: Scope) -> MemoryDocument:
+        user_id, agent = _key(scope)
+        state = self._state(scope)
+        with state.document_lock:
+            known = state.document.version if state.document is not None else -1
+            row = self._run(
+                f"read the memory of {scope.describe()}",
+                lambda conn, _: conn.execute(
+                    self._sql["read_document"], {"u": user_id, "a": agent, "known": known}
+                ).fetchone(),
+            )
+            return self._document_from_row(state, scope, row)
+
+    def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
+        return self.update_document(scope, lambda _current: document)
+
+    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
+        user_id, agent = _key(scope)
+        state = self._state(scope)
+        names = {"u": user_id, "a": agent}
+
+        def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, MemoryDocument]:
+            for _ in range(5):
+                try:
+                    with conn.transaction():
+                        conn.execute(self._sql["ensure_document"], names)
+                        with state.document_lock:
+                            known = state.document.version if state.document is not None else -1
+                        row = conn.execute(self._sql["lock_document"], {**names, "known": known}).fetchone()
+                        if row is None:
+                            raise _ScopeVanished
+                        with state.document_lock:
+                            if row[1] is None and (state.document is None or state.document.version != row[0]):
+                                # The cache moved on since `known` was read: fetch the (locked) row whole.
+                                row = conn.execute(self._sql["lock_document"], {**names, "known": -1}).fetchone()
+                            current = self._document_from_row(state, scope, row)
+                        attempt.retry_is_safe = False  # change() may have effects of its own: call it once
+                        stored = change(current).model_copy(update={"lastUpdated": utc_now()})
+                        data = stored.model_dump_json(exclude_none=True)
+                        version = conn.execute(self._sql["write_document"], {**names, "doc": data}).fetchone()[0]
+                    return version, stored
+                except (_ScopeVanished, pg_errors.ForeignKeyViolation):
+                    if not attempt.retry_is_safe:
+                        raise
+                    continue  # erased between our statements: create it again
+            raise StorageError(f"could not save the memory of {scope.describe()}: it kept being erased meanwhile")
+
+        with state.update_lock:
+            try:
+                version, stored = self._run(f"save the memory of {scope.describe()}", work)
+            except StorageError as exc:
+                if isinstance(exc.__cause__, pg_errors.UntranslatableCharacter):
+                    raise StorageError(
+                        f"could not save the memory of {scope.describe()}: PostgreSQL cannot store the character "
+                        "U+0000 (NUL) in a JSONB document; nothing was written"
+                    ) from None
+                raise
+        with state.document_lock:
+            state.document = _DocumentCache(version, stored)
+        return stored
+
+    def _document_from_row(self, state: _ScopeState, scope: Scope, row: tuple[Any, ...] | None) -> MemoryDocument:
+        """The document a `read_document`/`lock_document` row stands for; caller holds document_lock."""
+        if row is None:  # none written
+            state.document = None
+            return MemoryDocument()
+        version, text = row
+        if text is None and state.document is not None and state.document.version == version:
+            return state.document.document
+        try:
+            document = MemoryDocument.model_validate_json(text)
+        except (ValueError, ValidationError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StorageError(
+                f"{self.schema}.documents of {scope.describe()} is not a valid memory document ({reason}); it was "
+                "left untouched: fix it or restore a backup, and this user's memory will load again"
+            ) from None
+        state.document = _DocumentCache(version, document)
+        return document
+
+    # --- the updater's turn ---------------------------------------------------------------
+
+    @contextmanager
+    def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> Iterator[bool]:
+        user_id, agent = _key(scope)
+        guard = self._update_guard(scope)
+        deadline = time.monotonic() + wait
+        acquired = guard.acquire(timeout=wait) if wait > 0 else guard.acquire(blocking=False)
+        if not acquired:
+            yield False
+            return
+        try:
+            action = f"lock the memory of {scope.describe()}"
+            if scope.agent_name is None:
+                query, params = self._sql["user_exists"], [user_id]
+            else:
+                query, params = self._sql["agent_exists"], [user_id, agent]
+            if not self._run(action, lambda conn, _: conn.execute(query, params).fetchone()[0]):
+                yield False  # nothing stored: nothing to update
+                return
+            key = advisory_key("update", self.schema, user_id, agent)
+            conn = self._lock_connection(action)
+            try:
+                held = self._advisory_lock(conn, key, deadline, action)
+            except BaseException:
+                self._lock_pool.putconn(conn)
+                raise
+            if not held:
+                self._lock_pool.putconn(conn)
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                self._advisory_unlock(conn, key, scope)
+        finally:
+            guard.release()
+
+    def _lock_connection(self, action: str) -> psycopg.Connection:
+        """A connection for one holder alone, from the pool kept for locks: nothing else runs on it
+        while the lock is held. That pool opens connections on demand (min_size 0), so an instance
+        that never runs the updater holds none."""
+        try:
+            return self._lock_pool.getconn()
+        except PoolTimeout:
+            raise StorageError(
+                f"could not {action}: no connection to PostgreSQL at {self.location} became available "
+                f"within {self._pool_timeout:g} s"
+            ) from None
+
+    @staticmethod
+    def _configure_lock_connection(conn: psycopg.Connection) -> None:
+        """No statement timeout (a claim may wait, a lock may be held for minutes), and TCP
+        keepalives so that the server notices a vanished host within about a minute and releases
+        its locks."""
+        settings = {"statement_timeout": "0", **_LOCK_KEEPALIVE}
+        if conn.info.server_version >= 140000:
+            settings["idle_session_timeout"] = "0"
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, false)", [name, value])
+
+    @staticmethod
+    def _reset_lock_connection(conn: psycopg.Connection) -> None:
+        """Back in the pool holding nothing, whatever happened while it was out."""
+        conn.execute("SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false)")
+
+    def _advisory_lock(self, conn: psycopg.Connection, key: int, deadline: float, action: str) -> bool:
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        try:
+            if remaining_ms <= 0:
+                return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0])
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", [str(remaining_ms)])
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", [key])
+            except pg_errors.LockNotAvailable:
+                return False
+            return True
+        except psycopg.Error as exc:
+            raise self._error(action, exc) from None
+
+    def _advisory_unlock(self, conn: psycopg.Connection, key: int, scope: Scope) -> None:
+        try:
+            if conn.broken or conn.closed:
+                raise psycopg.OperationalError("the connection is closed")
+            conn.execute("SELECT pg_advisory_unlock(%s)", [key])
+        except psycopg.Error as exc:
+            log.warning(
+                "the update lock of %s was lost while held (%s); PostgreSQL had released it already",
+                scope.describe(),
+                self._redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__),
+            )
+        finally:
+            self._lock_pool.putconn(conn)  # (a broken one is thrown away, not reused)
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _state(self, scope: Scope) -> _ScopeState:
+        with self._states_guard:
+            state = self._states.get(scope)
+            if state is None:
+                state = self._states[scope] = _ScopeState()
+            return state
+
+    def _update_guard(self, scope: Scope) -> threading.Lock:
+        """Per-scope, and kept through erase (unlike the caches): erase runs while holding it."""
+        with self._states_guard:
+            guard = self._update_guards.get(scope)
+            if guard is None:
+                guard = self._update_guards[scope] = threading.Lock()
+            return guard
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        conn.execute(
+            "SELECT set_config('statement_timeout', %s, false),"
+            " set_config('idle_in_transaction_session_timeout', '60000', false)",
+            [str(self._statement_timeout_ms)],
+        )
+
+    def _open_connection(self, action: str) -> psycopg.Connection:
+        try:
+            return psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise self._error(action, exc) from None
+
+    @contextmanager
+    def _connect(self, action: str) -> Iterator[psycopg.Connection]:
+        with self._open_connection(action) as conn:
+            yield conn
+
+    def _run(self, action: str, work: Callable[[psycopg.Connection, _Attempt], T]) -> T:
+        """work(conn) on a pooled connection, with database failures turned into StorageError.
+
+        A connection that turns out broken is dropped and `work` runs once more on another, if it
+        says that is safe (its attempt's `retry_is_safe` still set)."""
+        attempt = _Attempt(1)
+        while True:
+            used: list[psycopg.Connection] = []
+            try:
+                with self._pool.connection() as conn:
+                    used.append(conn)
+                    return work(conn, attempt)
+            except PoolTimeout:
+                raise StorageError(
+                    f"could not {action}: no connection to PostgreSQL at {self.location} became available "
+                    f"within {self._pool_timeout:g} s"
+                ) from None
+            except psycopg.Error as exc:
+                lost = bool(used) and used[0].broken
+                if lost and attempt.number == 1 and attempt.retry_is_safe:
+                    log.info("connection to PostgreSQL lost (%s); retrying on a new one", type(exc).__name__)
+                    # Its siblings in the pool are likely gone too (a server restart): test them all.
+                    self._pool.check()
+                    attempt = _Attempt(2)
+                    continue
+                error = self._error(action, exc)
+                raise error from exc
+
+    def _error(self, action: str, exc: BaseException) -> StorageError:
+        if isinstance(exc, pg_errors.QueryCanceled):
+            reason = f"PostgreSQL gave up after {self._statement_timeout_ms / 1000:g} s (statement_timeout)"
+        else:
+            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+            reason = lines[0] if lines else type(exc).__name__
+            if isinstance(exc, psycopg.OperationalError) and self.location not in reason:
+                reason += f" (PostgreSQL at {self.location})"
+        error = StorageError(self._redact(f"could not {action}: {reason}"))
+        error.__cause__ = exc
+        return error
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        text = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", text, flags=re.IGNORECASE)
+        return re.sub(r"(postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+
+
+def describe_dsn(params: dict[str, Any]) -> str:
+    """Where a DSN points, as postgresql://user@host:port/dbname: never the password."""
+    user = params.get("user")
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    port = params.get("port")
+    where = f"{host}:{port}" if port else host
+    return f"postgresql://{quote(user) + '@' if user else ''}{where}/{params.get('dbname') or ''}"
+
+
+def _secrets_of(dsn: str) -> list[str]:
+    """The password as it may appear in messages (as given, decoded and encoded), and the DSN itself."""
+    found = {dsn}
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:
+        password = None
+        match = re.search(r"://[^:/@\s]*:([^@\s]*)@", dsn) or re.search(r"password\s*=\s*(\S+)", dsn)
+        if match:
+            password = match.group(1)
+    if password:
+        found |= {password, unquote(password), quote(password, safe="")}
+    # Longest first, so a DSN is replaced whole before the password inside it.
+    return sorted((s for s in found if len(s) >= 4 or s == dsn), key=len, reverse=True)
+
+
+def _key(scope: Scope) -> tuple[str, str]:
+    """The (user_id, agent_name) columns of a scope, checked as the JSON store checks directory names."""
+    user_id = validate_identifier("user_id", scope.user_id)
+    if scope.agent_name is None:
+        return user_id, NO_AGENT
+    return user_id, validate_identifier("agent_name", scope.agent_name)
+
+
+def _ids_preview(page_ids: list[str]) -> str:
+    shown = ", ".join(page_ids[:3])
+    return shown + (f" (and {len(page_ids) - 3} more)" if len(page_ids) > 3 else "")
