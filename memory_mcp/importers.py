@@ -55,7 +55,8 @@ def from_memoryos(
             validate_identifier("user_id", target)
         except ValueError as exc:
             raise InvalidInput(
-                f"MemoryOS user {name!r}: {exc}; import it alone under a new id with --memoryos-user {name} --user NEW_ID"
+                f"MemoryOS user {name!r}: {exc}; "
+                f"import it alone under a new id with --memoryos-user {name} --user NEW_ID"
             ) from None
         documents.append(_user_document(user_dir, name, target, assistant_knowledge))
     return documents
