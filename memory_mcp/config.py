@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memory_mcp.ids import validate_identifier
 
@@ -52,6 +52,30 @@ class MemorySettings(BaseModel):
     shutdown_flush_seconds: float = Field(
         10, ge=0, le=300, description="At shutdown, time given to pending updates; the rest resume at next start."
     )
+
+
+class StorageSettings(BaseModel):
+    """Where memory is kept: JSON files under data_storage_path, or a PostgreSQL database."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["json", "postgres"] = Field(
+        "json", description="'json': files under data_storage_path; 'postgres': the database at storage.dsn."
+    )
+    dsn: str | None = Field(
+        None,
+        description="PostgreSQL connection string postgresql://user:password@host:port/dbname (or env MEMORY_MCP_DSN).",
+    )
+    postgres_schema: str = Field(
+        "memory_mcp", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="PostgreSQL schema holding the tables."
+    )
+    max_connections: int = Field(10, ge=1, le=100, description="Most pooled PostgreSQL connections per server.")
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StorageSettings:
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError("storage.dsn (or env MEMORY_MCP_DSN) is required when storage.backend is 'postgres'")
+        return self
 
 
 class Settings(BaseModel):
@@ -96,6 +120,7 @@ class Settings(BaseModel):
     )
     max_meta_data_bytes: int = Field(65_536, ge=2, description="Largest meta_data accepted, as compact JSON bytes.")
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @field_validator("user_id")
     @classmethod
@@ -135,6 +160,9 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     for field, variable in (("openai_api_key", "OPENAI_API_KEY"), ("openai_base_url", "OPENAI_BASE_URL")):
         if not raw.get(field) and environ.get(variable):
             raw[field] = environ[variable]
+    storage = raw.get("storage", {})
+    if environ.get("MEMORY_MCP_DSN") and isinstance(storage, dict) and not storage.get("dsn"):
+        raw["storage"] = {**storage, "dsn": environ["MEMORY_MCP_DSN"]}  # the password stays out of the file
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:

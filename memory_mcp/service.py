@@ -88,7 +88,8 @@ class MemoryService:
 
     def __init__(self, settings: Settings, store: MemoryStore | None = None) -> None:
         self.settings = settings
-        self.store: MemoryStore = store if store is not None else JsonStore(settings.data_storage_path)
+        self._owns_store = store is None
+        self.store: MemoryStore = store if store is not None else open_store(settings)
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updater: Updater | None = None
         self._queue: UpdateQueue | None = None
@@ -140,9 +141,11 @@ class MemoryService:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
         finish; return how many were left."""
         self._recall.close()
-        if self._queue is None:
-            return 0
-        return self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
+        left = 0 if self._queue is None else self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
+        close_store = getattr(self.store, "close", None)  # PostgresStore: its connection pools
+        if self._owns_store and close_store is not None:
+            close_store()
+        return left
 
     # --- tools ----------------------------------------------------------------------------
 
@@ -346,7 +349,7 @@ class MemoryService:
         errors = list(self._queue.last_errors.values()) if self._queue is not None else []
         return StatusResult(
             version=__version__,
-            data_dir=str(self.settings.data_storage_path),
+            data_dir=getattr(self.store, "location", None) or str(self.settings.data_storage_path),
             users=users,
             llm_configured=self.settings.llm_configured,
             extraction="on" if self.extraction_on else "off",
@@ -513,3 +516,14 @@ def _without_credentials(url: str | None) -> str | None:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def open_store(settings: Settings) -> MemoryStore:
+    """The store the settings name; psycopg is imported only when PostgreSQL is used."""
+    storage = settings.storage
+    if storage.backend == "postgres":
+        from memory_mcp.store.postgres_store import PostgresStore
+
+        assert storage.dsn is not None  # StorageSettings requires it
+        return PostgresStore(storage.dsn, schema=storage.postgres_schema, max_connections=storage.max_connections)
+    return JsonStore(settings.data_storage_path)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memory_mcp.config import MemorySettings, Settings
+from memory_mcp.config import MemorySettings, Settings, StorageSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,8 +18,8 @@ def settings_defaults(model: type[BaseModel] = Settings, prefix: str = "") -> di
     """Every setting by dotted name, with its default as JSON would show it."""
     defaults: dict[str, Any] = {}
     for name, field in model.model_fields.items():
-        if field.annotation is MemorySettings:
-            defaults.update(settings_defaults(MemorySettings, f"{name}."))
+        if field.annotation in (MemorySettings, StorageSettings):
+            defaults.update(settings_defaults(field.annotation, f"{name}."))
         elif name != "data_storage_path":
             defaults[prefix + name] = field.get_default(call_default_factory=True)
     return defaults
@@ -42,8 +42,9 @@ def test_readme_lists_every_setting_with_its_default() -> None:
 
 def test_example_config_holds_every_setting_at_its_default() -> None:
     example = json.loads((ROOT / "config.example.json").read_text(encoding="utf-8"))
-    flat = {k: v for k, v in example.items() if k != "memory"} | {
-        f"memory.{k}": v for k, v in example["memory"].items()
+    sections = ("memory", "storage")
+    flat = {k: v for k, v in example.items() if k not in sections} | {
+        f"{section}.{k}": v for section in sections for k, v in example[section].items()
     }
     flat.pop("data_storage_path")
     assert flat == settings_defaults()

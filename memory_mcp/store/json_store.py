@@ -303,6 +303,8 @@ def _os_errors(action: str) -> Iterator[None]:
     what could not be done; the atomic writes and appends below leave the files as they were."""
     try:
         yield
+    except Timeout:
+        raise  # a lock someone else holds (filelock's Timeout is an OSError): the caller decides
     except OSError as exc:
         raise StorageError(f"could not {action}: {exc.strerror or exc}") from exc
 

@@ -1,0 +1,838 @@
+"""The MemoryStore contract, run the same way against every backend: JsonStore and PostgresStore.
+
+Each test gets a `backend`: fresh, empty storage (a temp directory, or a schema of its own on the
+PostgreSQL named by MEMORY_MCP_TEST_DSN), from which it opens as many store instances as it likes;
+two instances stand for two server processes sharing that storage. Tests that need a real second
+process start one. Tests at the end cover what only PostgreSQL has (migrations, DSN secrecy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from postgres_fixture import Schemas, fresh_schemas, postgres_dsn
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import StorageError
+from memory_mcp.models import (
+    AddMemoryRequest,
+    ExportRequest,
+    Fact,
+    ForgetRequest,
+    ImportRequest,
+    MemoryDocument,
+    Page,
+    RetrieveMemoryRequest,
+    SessionState,
+)
+from memory_mcp.service import MemoryService
+from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.store.json_store import JsonStore
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+USER = Scope("alice")
+TRICKY = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" \\ back 中文 🙂 %s {schema}'
+
+
+def make_page(n: int, text: str | None = None, **meta: Any) -> Page:
+    return Page(
+        page_id=f"page_{n:04d}",
+        user_input=text if text is not None else f"question number {n}",
+        agent_response=f"answer number {n}",
+        timestamp="2024-05-01T13:56:00Z",
+        meta_data={"n": n, **meta},
+    )
+
+
+def ids(pages: Any) -> list[str]:
+    return [page.page_id for page in pages]
+
+
+# --- backends -----------------------------------------------------------------------------
+
+
+class Backend:
+    """Fresh storage for one test, and the means to open store instances over it."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self.opened: list[Any] = []
+
+    def store(self) -> MemoryStore:
+        """A new store instance over this test's storage (as another process would open it)."""
+        raise NotImplementedError
+
+    def child_spec(self) -> dict[str, str]:
+        """What a child process needs to open a store over the same storage."""
+        raise NotImplementedError
+
+    def corrupt_document(self, scope: Scope, raw: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for store in self.opened:
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+
+
+class JsonBackend(Backend):
+    name = "json"
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def store(self) -> MemoryStore:
+        return JsonStore(self.root)
+
+    def child_spec(self) -> dict[str, str]:
+        return {"kind": "json", "root": str(self.root)}
+
+    def corrupt_document(self, scope: Scope, raw: str) -> None:
+        (JsonStore(self.root).scope_dir(scope) / "memory.json").write_text(raw, encoding="utf-8")
+
+
+class PostgresBackend(Backend):
+    name = "postgres"
+
+    def __init__(self, schemas: Schemas) -> None:
+        super().__init__()
+        self.schemas = schemas
+        self.dsn = schemas.dsn
+        self.schema = schemas.new()
+
+    def store(self) -> MemoryStore:
+        try:
+            from memory_mcp.store.postgres_store import PostgresStore
+        except ImportError as exc:  # the DSN says PostgreSQL tests must run: say what is missing
+            pytest.fail(f"{exc}: install the postgres extra (pip install -e '.[test,postgres]')", pytrace=False)
+        store = PostgresStore(self.dsn, schema=self.schema, max_connections=6)
+        self.opened.append(store)
+        return store
+
+    def child_spec(self) -> dict[str, str]:
+        return {"kind": "postgres", "schema": self.schema}
+
+    def corrupt_document(self, scope: Scope, raw: str) -> None:
+        with self.schemas.admin() as conn:
+            conn.execute(
+                f'UPDATE "{self.schema}".documents SET document = %s::jsonb WHERE user_id = %s AND agent_name = %s',
+                [raw, scope.user_id, scope.agent_name or ""],
+            )
+
+    def sql(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        with self.schemas.admin() as conn:
+            cursor = conn.execute(query.replace("{schema}", f'"{self.schema}"'), params)
+            return cursor.fetchall() if cursor.description else []
+
+
+@pytest.fixture(params=["json", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "json":
+        chosen: Backend = JsonBackend(tmp_path / "data")
+    else:
+        schemas = request.getfixturevalue("schemas")
+        chosen = PostgresBackend(schemas)
+    try:
+        yield chosen
+    finally:
+        chosen.close()
+
+
+@pytest.fixture
+def schemas() -> Iterator[Schemas]:
+    yield from fresh_schemas()
+
+
+@pytest.fixture
+def pg(schemas: Schemas) -> Iterator[PostgresBackend]:
+    chosen = PostgresBackend(schemas)
+    try:
+        yield chosen
+    finally:
+        chosen.close()
+
+
+# --- child processes ------------------------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from memory_mcp.models import Page
+    from memory_mcp.store import Scope
+
+    spec = json.loads(sys.argv[1])
+    if spec["kind"] == "json":
+        from memory_mcp.store.json_store import JsonStore
+        store = JsonStore(Path(spec["root"]))
+    else:
+        from memory_mcp.store.postgres_store import PostgresStore
+        store = PostgresStore(os.environ["MEMORY_MCP_TEST_DSN"], schema=spec["schema"])
+    scope = Scope(spec["user"])
+    if spec["job"] == "append":
+        print("ready", flush=True)
+        for n in range(100_000):
+            page = Page(page_id=f"child_{n:06d}", user_input=f"child says {n}", agent_response="ok",
+                        timestamp="2024-05-01T13:56:00Z")
+            store.append_page(scope, page)
+            print(n, flush=True)  # acknowledged: it must survive whatever happens next
+    elif spec["job"] == "hold":
+        with store.exclusive_updates(scope) as held:
+            print("held" if held else "refused", flush=True)
+            time.sleep(120)
+    """
+)
+
+
+def start_child(backend: Backend, job: str, user: str = USER.user_id) -> subprocess.Popen[str]:
+    spec = {**backend.child_spec(), "job": job, "user": user}
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+    )
+
+
+def kill(child: subprocess.Popen[str]) -> None:
+    if child.poll() is None:
+        child.send_signal(signal.SIGKILL)
+    child.wait(timeout=10)
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+def test_pages_come_back_in_the_order_they_were_added_through_a_fresh_instance(backend: Backend) -> None:
+    store = backend.store()
+    originals = [make_page(0), make_page(1, TRICKY), make_page(2, "x" * 100_000)]
+    batch = [make_page(n, nested={"list": [1, 2.5, None, True], "text": TRICKY}) for n in range(3, 60)]
+    for page in originals:
+        store.append_page(USER, page)
+    store.append_pages(USER, batch)
+    store.append_pages(USER, [])  # nothing to do
+
+    assert list(store.read_pages(USER).pages) == originals + batch
+    assert list(backend.store().read_pages(USER).pages) == originals + batch
+
+
+def test_reading_a_scope_with_nothing_stored_is_empty_and_stores_nothing(backend: Backend) -> None:
+    store = backend.store()
+
+    assert list(store.read_pages(USER).pages) == []
+    assert store.read_document(USER).is_empty()
+    assert store.list_users() == [] and store.list_scopes() == []
+    with store.exclusive_updates(USER) as held:
+        assert held is False  # nothing stored: nothing to update
+    assert store.list_users() == []
+
+
+def test_an_acknowledged_append_survives_the_writer_being_killed(backend: Backend) -> None:
+    child = start_child(backend, "append")
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        acknowledged = -1
+        while acknowledged < 30:
+            line = child.stdout.readline()
+            assert line, child.stderr.read()
+            acknowledged = int(line)
+    finally:
+        kill(child)
+
+    stored = ids(backend.store().read_pages(USER).pages)
+    # Every acknowledged page is there, in order; at most the one in flight beyond them.
+    assert stored[: acknowledged + 1] == [f"child_{n:06d}" for n in range(acknowledged + 1)]
+    assert len(stored) <= acknowledged + 2
+
+
+def test_another_instances_appends_are_read_incrementally(backend: Backend) -> None:
+    first, second = backend.store(), backend.store()
+    first.append_page(USER, make_page(0))
+    before = second.read_pages(USER)
+    assert ids(before.pages) == ["page_0000"]
+    kept = before.pages[0]
+
+    first.append_page(USER, make_page(1))
+    second.append_page(USER, make_page(2))  # second's cache is behind: it must not skip page 1
+    first.append_pages(USER, [make_page(3), make_page(4)])
+
+    after = second.read_pages(USER)
+    assert ids(after.pages) == [f"page_{n:04d}" for n in range(5)]
+    assert after.generation == before.generation  # extended, not rebuilt...
+    assert after.pages[0] is kept  # ...and what was read before was not read again
+    assert ids(first.read_pages(USER).pages) == ids(after.pages)
+    assert list(backend.store().read_pages(USER).pages) == list(after.pages)
+
+
+def test_concurrent_appenders_lose_nothing_and_readers_only_ever_see_the_log_grow(backend: Backend) -> None:
+    writers, per_writer = 4, 60
+    stores = [backend.store(), backend.store()]
+    reader = backend.store()
+    stores[0].append_page(USER, make_page(9999))
+    done = threading.Event()
+    problems: list[str] = []
+
+    def write(index: int) -> None:
+        store = stores[index % 2]
+        for n in range(per_writer):
+            page = Page(page_id=f"w{index}_{n:03d}", user_input="x", agent_response="y", timestamp="t")
+            if n % 10 == 9:
+                store.append_pages(USER, [page, page.model_copy(update={"page_id": f"w{index}_{n:03d}b"})])
+            else:
+                store.append_page(USER, page)
+
+    def read() -> None:
+        seen: list[str] = []
+        generation = None
+        while not done.is_set():
+            log = reader.read_pages(USER)
+            now = ids(log.pages)
+            if generation is not None and log.generation != generation:
+                problems.append("generation changed without an erase")
+            if now[: len(seen)] != seen:
+                problems.append(f"log did not just grow: had {len(seen)}, now {len(now)}")
+            generation, seen = log.generation, now
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    observer = threading.Thread(target=read)
+    observer.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    observer.join()
+
+    assert problems == []
+    final = ids(reader.read_pages(USER).pages)
+    assert len(final) == len(set(final)) == 1 + writers * (per_writer + per_writer // 10)
+    for index in range(writers):
+        own = [page_id for page_id in final if page_id.startswith(f"w{index}_")]
+        assert own == sorted(own)  # each writer's order is kept
+    assert final == ids(backend.store().read_pages(USER).pages)
+
+
+def test_generation_changes_when_the_log_is_erased_and_only_then(backend: Backend) -> None:
+    store, other = backend.store(), backend.store()
+    store.append_page(USER, make_page(0))
+    first = store.read_pages(USER)
+    for n in (1, 2):
+        other.append_page(USER, make_page(n))
+        store.append_page(USER, make_page(n + 10))
+        assert store.read_pages(USER).generation == first.generation
+
+    other.erase(USER)  # by another instance: this one only sees it happen
+    erased = store.read_pages(USER)
+    assert erased.generation != first.generation
+    assert list(erased.pages) == []
+    assert ids(first.pages)[:1] == ["page_0000"]  # a log already handed out is not changed
+
+    other.append_page(USER, make_page(5))
+    again = store.read_pages(USER)
+    assert again.generation != first.generation
+    assert ids(again.pages) == ["page_0005"]
+    store.append_page(USER, make_page(6))
+    assert store.read_pages(USER).generation == again.generation
+
+    store.erase(USER)  # and by this one
+    store.append_page(USER, make_page(7))
+    last = store.read_pages(USER)
+    assert last.generation not in {first.generation, again.generation}
+    assert ids(last.pages) == ["page_0007"]
+
+
+# --- the memory document ------------------------------------------------------------------
+
+
+def counter(document: MemoryDocument) -> int:
+    return next((int(fact.content) for fact in document.facts if fact.id == "counter"), 0)
+
+
+def increment(document: MemoryDocument) -> MemoryDocument:
+    value = counter(document)
+    time.sleep(0.0005)  # widen the window a lost update would need
+    others = [fact for fact in document.facts if fact.id != "counter"]
+    return document.model_copy(update={"facts": [*others, Fact(id="counter", content=str(value + 1), confidence=1.0)]})
+
+
+def test_write_document_round_trips_stamps_last_updated_and_is_seen_by_other_instances(backend: Backend) -> None:
+    writer, reader = backend.store(), backend.store()
+    document = MemoryDocument(facts=[Fact(id="f1", content=f"likes tea {TRICKY.replace(chr(0), '')}", confidence=0.9)])
+    document.user.workContext.summary = "writes Rust"
+    document.sessions["t:abc"] = SessionState(visits=2, summary="bees")
+    stored = writer.write_document(USER, document)
+
+    assert stored.lastUpdated.endswith("Z")
+    assert reader.read_document(USER) == stored
+    assert backend.store().read_document(USER) == stored
+
+    for version in ("two", "333"):  # a change of content alone is noticed, size or not
+        newer = writer.write_document(USER, MemoryDocument(facts=[Fact(id="f1", content=version, confidence=0.5)]))
+        assert reader.read_document(USER) == newer
+    assert reader.read_document(USER).facts[0].content == "333"
+    assert USER.user_id in reader.list_users()  # a document alone makes the scope stored
+
+
+def test_update_document_loses_no_edit_across_threads_and_instances(backend: Backend) -> None:
+    stores = [backend.store(), backend.store()]
+    threads_per_store, increments = 2, 15
+    errors: list[BaseException] = []
+
+    def work(store: MemoryStore) -> None:
+        try:
+            for _ in range(increments):
+                store.update_document(USER, increment)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(store,)) for store in stores for _ in range(threads_per_store)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    expected = len(stores) * threads_per_store * increments
+    assert counter(backend.store().read_document(USER)) == expected
+    assert all(counter(store.read_document(USER)) == expected for store in stores)
+
+
+def test_a_change_that_raises_writes_nothing(backend: Backend) -> None:
+    store = backend.store()
+    store.update_document(USER, increment)
+
+    def fail(document: MemoryDocument) -> MemoryDocument:
+        raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError):
+        store.update_document(USER, fail)
+    assert counter(backend.store().read_document(USER)) == 1
+    assert counter(store.update_document(USER, increment)) == 2
+
+
+def test_a_damaged_document_is_reported_and_never_overwritten(backend: Backend) -> None:
+    store = backend.store()
+    store.write_document(USER, MemoryDocument(facts=[Fact(id="f1", content="good", confidence=0.9)]))
+    assert store.read_document(USER).facts[0].content == "good"  # cached
+    backend.corrupt_document(USER, '{"facts": "x", "padding": "differs"}')
+
+    for reader in (store, backend.store()):
+        with pytest.raises(StorageError, match="not a valid memory document") as caught:
+            reader.read_document(USER)
+        assert "\n" not in str(caught.value)
+        with pytest.raises(StorageError, match="not a valid memory document"):
+            reader.write_document(USER, MemoryDocument())  # would hide the damage
+    backend.corrupt_document(USER, '{"facts": []}')
+    assert backend.store().read_document(USER).facts == []
+
+
+# --- the updater's turn -------------------------------------------------------------------
+
+
+def test_exclusive_updates_admits_one_holder_across_instances_and_threads(
+    backend: Backend, request: pytest.FixtureRequest
+) -> None:
+    first, second = backend.store(), backend.store()
+    first.append_page(USER, make_page(0))
+    with first.exclusive_updates(USER) as held:
+        assert held is True
+        with second.exclusive_updates(USER) as other:
+            assert other is False
+        started = time.monotonic()
+        with second.exclusive_updates(USER, wait=0.3) as other:
+            assert other is False
+        assert time.monotonic() - started >= 0.25
+        with first.exclusive_updates(USER) as same_instance:  # another thread of the same instance
+            assert same_instance is False
+        with first.exclusive_updates(Scope("alice", "coder")) as unrelated:
+            assert unrelated is False  # nothing stored for that agent (not a lock conflict)
+    with second.exclusive_updates(USER) as other:
+        assert other is True
+
+
+def test_a_waiting_claim_gets_the_turn_as_soon_as_it_is_released(backend: Backend) -> None:
+    first, second = backend.store(), backend.store()
+    first.append_page(USER, make_page(0))
+    release = threading.Event()
+    holding = threading.Event()
+
+    def hold() -> None:
+        with first.exclusive_updates(USER) as held:
+            assert held
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    threading.Timer(0.3, release.set).start()
+    started = time.monotonic()
+    with second.exclusive_updates(USER, wait=10) as got:
+        waited = time.monotonic() - started
+        assert got is True
+    holder.join()
+    assert 0.2 <= waited < 5
+
+
+def test_the_turn_is_released_when_its_holder_process_dies(backend: Backend) -> None:
+    store = backend.store()
+    store.append_page(USER, make_page(0))
+    child = start_child(backend, "hold")
+    try:
+        assert child.stdout.readline().strip() == "held", child.stderr.read()
+        claimed: list[tuple[bool, float]] = []
+
+        def claim() -> None:
+            with store.exclusive_updates(USER, wait=20) as got:
+                claimed.append((got, time.monotonic()))
+
+        claimant = threading.Thread(target=claim)
+        claimant.start()
+        time.sleep(0.5)
+        assert claimed == []  # still held by the child
+        killed_at = time.monotonic()
+        child.send_signal(signal.SIGKILL)
+        claimant.join(20)
+        assert len(claimed) == 1
+        got, at = claimed[0]
+        assert got is True
+        assert killed_at <= at < killed_at + 10
+    finally:
+        kill(child)
+
+
+def test_a_claim_held_by_another_process_is_refused(backend: Backend, request: pytest.FixtureRequest) -> None:
+    store = backend.store()
+    store.append_page(USER, make_page(0))
+    child = start_child(backend, "hold")
+    try:
+        assert child.stdout.readline().strip() == "held", child.stderr.read()
+        with store.exclusive_updates(USER) as got:
+            assert got is False
+        with store.exclusive_updates(USER, wait=0.2) as got:
+            assert got is False
+    finally:
+        kill(child)
+
+
+# --- erase and listing ----------------------------------------------------------------------
+
+
+def populate(store: MemoryStore) -> None:
+    for scope in (Scope("bob"), Scope("alice"), Scope("A-1_b"), Scope("alice", "zeta"), Scope("alice", "coder")):
+        store.append_page(scope, make_page(0))
+    store.write_document(Scope("carol", "helper"), MemoryDocument())  # a user with only an agent
+    store.write_document(Scope("alice", "coder"), MemoryDocument(facts=[Fact(id="f", content="c", confidence=1)]))
+
+
+def test_listing_is_sorted_and_matches_what_is_stored(backend: Backend) -> None:
+    store = backend.store()
+    populate(store)
+    for reader in (store, backend.store()):
+        assert reader.list_users() == ["A-1_b", "alice", "bob", "carol"]
+        assert reader.list_agents("alice") == ["coder", "zeta"]
+        assert reader.list_agents("bob") == [] and reader.list_agents("nobody") == []
+        assert reader.list_scopes() == [
+            Scope("A-1_b"),
+            Scope("alice"),
+            Scope("alice", "coder"),
+            Scope("alice", "zeta"),
+            Scope("bob"),
+            Scope("carol"),
+            Scope("carol", "helper"),
+        ]
+
+
+def test_erasing_a_user_erases_their_agents_and_nobody_else(backend: Backend) -> None:
+    store, other = backend.store(), backend.store()
+    populate(store)
+    for scope in (Scope("alice"), Scope("alice", "coder")):
+        other.read_pages(scope)
+        other.read_document(scope)  # cached by another instance, which must notice the erase
+
+    store.erase(Scope("alice", "zeta"))
+    assert other.list_agents("alice") == ["coder"]
+
+    store.erase(Scope("alice"))
+    for reader in (store, other, backend.store()):
+        assert reader.list_users() == ["A-1_b", "bob", "carol"]
+        assert reader.list_agents("alice") == []
+        assert list(reader.read_pages(Scope("alice")).pages) == []
+        assert list(reader.read_pages(Scope("alice", "coder")).pages) == []
+        assert reader.read_document(Scope("alice", "coder")).is_empty()
+        assert ids(reader.read_pages(Scope("bob")).pages) == ["page_0000"]
+    store.erase(Scope("alice"))  # erasing nothing is fine
+
+
+def test_ids_that_are_not_identifiers_are_refused(backend: Backend) -> None:
+    store = backend.store()
+    for scope in (Scope(".."), Scope("a/b"), Scope("ok", "../x"), Scope("bob\n"), Scope(""), Scope("ok", "")):
+        with pytest.raises(ValueError):
+            store.append_page(scope, make_page(0))
+        with pytest.raises(ValueError):
+            store.read_pages(scope)
+    assert store.list_users() == []
+
+
+# --- the service on each backend ------------------------------------------------------------
+
+
+def comparable(export: Any) -> dict[str, Any]:
+    """An export without the times that the import itself sets."""
+    data = export.model_dump(mode="json", exclude={"exported_at"})
+    for memory in [data["memory"], *(agent["memory"] for agent in data["agents"].values())]:
+        memory["lastUpdated"] = ""
+    return data
+
+
+def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend: Backend, tmp_path: Path) -> None:
+    settings = Settings(data_storage_path=tmp_path / "unused", short_term_capacity=2)
+    service = MemoryService(settings, store=backend.store())
+    for n, text in enumerate(["I keep bees in the garden", "my sister lives in Lisbon", "I play the cello", "hi"]):
+        service.add_memory(AddMemoryRequest.build(user_id="alice", user_input=text, agent_response=f"noted {n}"))
+    service.add_memory(
+        AddMemoryRequest.build(user_id="alice", agent_name="coder", user_input="use ruff", agent_response="ok")
+    )
+
+    found = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="bees garden"))
+    assert found.retrieved_pages[0].user_input == "I keep bees in the garden"
+    service.close()  # lets the visits the retrieve counted be saved (in the background)
+
+    exported = service.export_memory(ExportRequest.build(user_id="alice"))
+    assert [page.user_input for page in exported.pages][:1] == ["I keep bees in the garden"]
+    assert list(exported.agents) == ["coder"]
+    service.forget(ForgetRequest.build(user_id="alice", confirm="alice"))
+    assert service.store.list_users() == []
+
+    data = exported.model_dump(mode="json")
+    result = service.import_memory(ImportRequest.build(user_id="alice", data=data, mode="replace"))
+    assert result.pages_added == 5
+
+    # A second server instance over the same storage sees exactly what was exported.
+    again = MemoryService(settings, store=backend.store())
+    reexported = again.export_memory(ExportRequest.build(user_id="alice"))
+    assert comparable(reexported) == comparable(exported)
+    found = again.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="sister Lisbon"))
+    assert found.retrieved_pages[0].user_input == "my sister lives in Lisbon"
+
+    merged = again.import_memory(ImportRequest.build(user_id="alice", data=data, mode="merge"))
+    assert merged.pages_added == 0 and merged.pages_skipped == 5
+
+
+# --- PostgreSQL only ------------------------------------------------------------------------
+
+
+def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree(pg: PostgresBackend) -> None:
+    from memory_mcp.store.migrations import LATEST_VERSION
+
+    stores: list[Any] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            stores.append(pg.store())
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == [] and len(stores) == 4
+    versions = pg.sql("SELECT version FROM {schema}.schema_migrations ORDER BY version")
+    assert [row[0] for row in versions] == list(range(1, LATEST_VERSION + 1))
+    tables = pg.sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [pg.schema])
+    assert [row[0] for row in tables] == ["documents", "pages", "schema_migrations", "scopes"]
+    pg.store()  # and once more, with nothing to do
+    assert len(pg.sql("SELECT version FROM {schema}.schema_migrations")) == LATEST_VERSION
+
+
+def test_postgres_refuses_a_schema_from_a_newer_release(pg: PostgresBackend) -> None:
+    pg.store()
+    pg.sql("INSERT INTO {schema}.schema_migrations (version, name) VALUES (999, 'from the future')")
+    with pytest.raises(StorageError, match="version 999, newer than this memory-mcp"):
+        pg.store()
+
+
+def test_postgres_stores_pages_and_documents_as_documented(pg: PostgresBackend) -> None:
+    store = pg.store()
+    store.append_pages(Scope("alice", "coder"), [make_page(0), make_page(1)])
+    stored = store.write_document(USER, MemoryDocument(facts=[Fact(id="f1", content="tea", confidence=0.9)]))
+
+    rows = pg.sql("SELECT user_id, agent_name, position, page_id, page::text FROM {schema}.pages ORDER BY seq")
+    assert [row[:4] for row in rows] == [("alice", "coder", 0, "page_0000"), ("alice", "coder", 1, "page_0001")]
+    assert Page.model_validate_json(rows[1][4]) == make_page(1)
+    (document,) = pg.sql("SELECT document FROM {schema}.documents WHERE user_id = 'alice' AND agent_name = ''")[0]
+    assert document == stored.model_dump(mode="json", exclude_none=True)  # DeerFlow's shape, as in memory.json
+    assert "validTo" not in document["facts"][0]
+
+
+def test_postgres_refuses_a_page_id_already_stored_and_writes_nothing(pg: PostgresBackend) -> None:
+    store = pg.store()
+    store.append_page(USER, make_page(1))
+    with pytest.raises(StorageError, match="page_0001 .*already stored.*nothing was written"):
+        store.append_pages(USER, [make_page(2), make_page(1)])
+    assert ids(pg.store().read_pages(USER).pages) == ["page_0001"]
+    store.append_page(USER, make_page(2))
+    assert ids(store.read_pages(USER).pages) == ["page_0001", "page_0002"]
+
+
+def test_postgres_releases_the_turn_when_the_holding_connection_is_killed(pg: PostgresBackend) -> None:
+    from memory_mcp.store.migrations import advisory_key
+
+    first, second = pg.store(), pg.store()
+    first.append_page(USER, make_page(0))
+    key = advisory_key("update", pg.schema, "alice", "") & 0xFFFFFFFFFFFFFFFF
+    with first.exclusive_updates(USER) as held:
+        assert held
+        holders = pg.sql(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = %s"
+            " AND objid::bigint = %s AND objsubid = 1",
+            [key >> 32, key & 0xFFFFFFFF],
+        )
+        assert len(holders) == 1  # an advisory lock on the scope's hash, held by one session
+        with second.exclusive_updates(USER) as other:
+            assert other is False
+        pg.sql("SELECT pg_terminate_backend(%s)", [holders[0][0]])
+        with second.exclusive_updates(USER, wait=5) as other:
+            assert other is True
+    # Leaving the block with the connection gone is not an error; the turn is free again.
+    with first.exclusive_updates(USER) as again:
+        assert again is True
+
+
+def test_postgres_recovers_when_its_pooled_connections_are_killed(pg: PostgresBackend) -> None:
+    store = pg.store()
+    store.append_page(USER, make_page(0))
+    store.write_document(USER, MemoryDocument())
+    pg.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'memory-mcp'"
+    )
+    time.sleep(0.2)
+    assert ids(store.read_pages(USER).pages) == ["page_0000"]  # read: retried on a new connection
+    pg.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'memory-mcp'"
+    )
+    time.sleep(0.2)
+    store.append_page(USER, make_page(1))  # append: retried, and not twice
+    store.update_document(USER, increment)
+    assert ids(pg.store().read_pages(USER).pages) == ["page_0000", "page_0001"]
+    assert counter(pg.store().read_document(USER)) == 1
+
+
+def _check_no_secret(message: str, *secrets: str) -> None:
+    for secret in secrets:
+        assert secret not in message, message
+    assert "\n" not in message
+
+
+def test_postgres_errors_say_what_failed_and_never_show_the_password(schemas: Schemas) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from memory_mcp.store.postgres_store import PostgresStore
+
+    params = conninfo_to_dict(postgres_dsn())
+    real = params.get("password") or "no-password-set"
+    wrong = "Wr0ng-Secret-Passw0rd"
+    schema = schemas.new()
+
+    bad_password = make_conninfo(**{**params, "password": wrong})
+    with pytest.raises(StorageError) as caught:
+        PostgresStore(bad_password, schema=schema)
+    message = str(caught.value)
+    assert "could not connect to PostgreSQL at postgresql://" in message
+    _check_no_secret(message, wrong, real)
+
+    url = f"postgresql://{params.get('user')}:{wrong}@127.0.0.1:1/{params.get('dbname')}"
+    with pytest.raises(StorageError, match="127.0.0.1:1") as caught:
+        PostgresStore(url, schema=schema, connect_timeout=2)
+    _check_no_secret(str(caught.value), wrong)
+
+    for garbage in (f"postgresql://u:{wrong}@host:notaport/db", f"host=x password={wrong} nonsense"):
+        with pytest.raises(StorageError) as caught:
+            PostgresStore(garbage, schema=schema)
+        _check_no_secret(str(caught.value), wrong)
+
+    store = PostgresStore(postgres_dsn(), schema=schema, statement_timeout=0.2)
+    try:
+        assert real not in repr(store) and real not in store.location
+        with schemas.admin() as holder:  # hold the document row so the update times out
+            store.write_document(USER, MemoryDocument())
+            holder.execute("BEGIN")
+            holder.execute(f'SELECT * FROM "{schema}".documents FOR UPDATE')
+            with pytest.raises(StorageError, match="statement_timeout") as caught:
+                store.update_document(USER, increment)
+            holder.execute("ROLLBACK")
+        _check_no_secret(str(caught.value), real)
+    finally:
+        store.close()
+
+
+def test_postgres_reports_a_damaged_page_row_by_its_position(pg: PostgresBackend) -> None:
+    store = pg.store()
+    store.append_pages(USER, [make_page(0), make_page(1), make_page(2)])
+    pg.sql('UPDATE {schema}.pages SET page = \'{"page_id": "x"}\' WHERE position = 1')
+    for _ in range(2):
+        with pytest.raises(StorageError, match="at position 1 is not a valid page record"):
+            pg.store().read_pages(USER)
+
+
+def test_postgres_append_whose_commit_was_not_acknowledged_is_not_stored_twice(
+    pg: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    import psycopg
+
+    store = pg.store()
+    store.append_page(USER, make_page(0))
+    real_connection = store._pool.connection  # type: ignore[attr-defined]
+    lost: list[str] = []
+
+    class AcknowledgementLost:
+        """The append commits, then the connection dies before the client hears so."""
+
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._conn, name)
+
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            cursor = self._conn.execute(query, *args, **kwargs)
+            if "INSERT INTO" in str(query) and "pages" in str(query) and not lost:
+                lost.append("once")
+                self._conn.pgconn.finish()
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return cursor
+
+    @contextlib.contextmanager
+    def flaky_connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        with real_connection(*args, **kwargs) as conn:
+            yield AcknowledgementLost(conn)
+
+    monkeypatch.setattr(store._pool, "connection", flaky_connection)  # type: ignore[attr-defined]
+    store.append_pages(USER, [make_page(1), make_page(2)])
+
+    assert lost == ["once"]
+    assert ids(pg.store().read_pages(USER).pages) == ["page_0000", "page_0001", "page_0002"]
