@@ -45,9 +45,10 @@ class MemoryContext:
 
 
 def escape(text: str) -> str:
-    """One line of inert text: markup characters escaped, line breaks folded into spaces."""
+    """One line of inert text: markup characters and the exchange separator `|` escaped, line
+    breaks folded into spaces (so stored text cannot fake the assistant's side of an exchange)."""
     flat = " ".join(text.split())
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "&#124;")
 
 
 def build_context(
