@@ -11,6 +11,9 @@ import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
+import anyio
+import anyio.to_thread
+
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -100,9 +103,9 @@ class MemoryTools:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
+        self._adds_in_order = anyio.CapacityLimiter(1)
 
-    @_as_tool_errors
-    def add_memory(
+    async def add_memory(
         self,
         user_input: Annotated[str, Field(description="What the user said, verbatim.")],
         agent_response: Annotated[str, Field(description="What you (the assistant) answered, verbatim.")],
@@ -122,17 +125,22 @@ class MemoryTools:
         Call it after every exchange worth remembering: anything about the user, their preferences,
         plans and decisions, or that they may refer back to later. When it returns, the exchange is
         safely stored and retrieve_memory can find it."""
-        return self.service.add_memory(
-            AddMemoryRequest.build(
-                user_input=user_input,
-                agent_response=agent_response,
-                timestamp=timestamp,
-                meta_data=meta_data,
-                user_id=user_id,
-                agent_name=agent_name,
-                thread_id=thread_id,
+        store = _as_tool_errors(
+            lambda: self.service.add_memory(
+                AddMemoryRequest.build(
+                    user_input=user_input,
+                    agent_response=agent_response,
+                    timestamp=timestamp,
+                    meta_data=meta_data,
+                    user_id=user_id,
+                    agent_name=agent_name,
+                    thread_id=thread_id,
+                )
             )
         )
+        # One add at a time, in the order the requests arrived (the limiter queues its waiters in
+        # order): a host that sends several adds without waiting gets them stored as sent.
+        return await anyio.to_thread.run_sync(store, limiter=self._adds_in_order)
 
     @_as_tool_errors
     def retrieve_memory(
