@@ -41,7 +41,7 @@ def from_memoryos(
     users_dir = root / "users"
     if not users_dir.is_dir():
         raise InvalidInput(f"{root} has no users/ folder: it is not a MemoryOS data directory")
-    names = [source_user] if source_user else sorted(entry.name for entry in users_dir.iterdir() if entry.is_dir())
+    names = [_plain_name(source_user)] if source_user else sorted(e.name for e in users_dir.iterdir() if e.is_dir())
     if rename_to is not None and len(names) != 1:
         raise InvalidInput(f"--user renames one user, and {root} holds {len(names)}: choose one with --memoryos-user")
     assistant_knowledge = _assistant_knowledge(root, assistant_id)
@@ -154,12 +154,19 @@ def _assistant_knowledge(root: Path, assistant_id: str | None) -> list[dict[str,
     assistants = root / "assistants"
     if not assistants.is_dir():
         return []
-    names = [assistant_id] if assistant_id else sorted(entry.name for entry in assistants.iterdir() if entry.is_dir())
+    names = [_plain_name(assistant_id)] if assistant_id else sorted(e.name for e in assistants.iterdir() if e.is_dir())
     entries: list[dict[str, Any]] = []
     for name in names:
         data = _read_json(assistants / name / "long_term_assistant.json", {})
         entries += [entry for entry in data.get("assistant_knowledge") or [] if isinstance(entry, dict)]
     return entries
+
+
+def _plain_name(name: str) -> str:
+    """A MemoryOS id names one folder: no path separators, no '.' or '..'."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise InvalidInput(f"{name!r} is not a MemoryOS id (a single folder name)")
+    return name
 
 
 def _page_id(value: Any, user_input: str, agent_response: str, timestamp: str) -> str:
