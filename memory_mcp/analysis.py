@@ -8,6 +8,7 @@ find "hiked".
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -62,8 +63,15 @@ def _stem(token: str) -> str:
     return _english_stemmer().stemWord(token)
 
 
-@lru_cache(maxsize=1)
-def _english_stemmer() -> Any:
-    import snowballstemmer
+_per_thread = threading.local()
 
-    return snowballstemmer.stemmer("english")
+
+def _english_stemmer() -> Any:
+    """This thread's stemmer: a Snowball stemmer keeps state while it works, so threads must not
+    share one (retrievals run on several threads at once)."""
+    stemmer = getattr(_per_thread, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _per_thread.stemmer = snowballstemmer.stemmer("english")
+    return stemmer

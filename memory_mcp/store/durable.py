@@ -9,6 +9,7 @@ import logging
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,21 @@ def append_records(path: Path, records: bytes) -> int:
     if created:
         fsync_directory(path.parent)
     return size
+
+
+STALE_TEMP_SECONDS = 600
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Delete temp files of `path` that a crashed writer left behind. Only old ones: a temp file
+    of a few seconds may be another process's write under way."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if temp.lstat().st_mtime < cutoff:
+                temp.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def atomic_write(path: Path, data: bytes) -> None:

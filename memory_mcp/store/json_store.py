@@ -34,6 +34,7 @@ from memory_mcp.store.durable import (
     atomic_write,
     ensure_directory,
     read_bytes,
+    remove_stale_temps,
     remove_tree,
 )
 
@@ -225,6 +226,7 @@ class JsonStore:
             raw = data.encode("utf-8")
             atomic_write(path, raw)
             state.document = _DocumentCache(raw, stored)
+            remove_stale_temps(path)
         return stored
 
     @contextmanager
