@@ -278,16 +278,16 @@ class MemoryService:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
-        try:
-            document.model_dump_json()  # what cannot be written must fail now, before anything is erased
-        except ValueError as exc:
-            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         scope = Scope(document.user_id, request.agent_name or document.agent_name)
         parts = [(scope, document.memory, self._admitted(document.pages))]
         parts += [
             (Scope(document.user_id, name), agent.memory, self._admitted(agent.pages))
             for name, agent in document.agents.items()
         ]
+        try:
+            document.model_dump_json()  # what cannot be written must fail now, before anything is erased
+        except ValueError as exc:
+            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         replace = request.mode == "replace"
         if replace:
             self._erase(scope)  # a user's scope takes their agents with it
