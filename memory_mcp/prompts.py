@@ -40,6 +40,9 @@ Remove facts only when the conversation shows they no longer hold.
 Also note what the assistant itself stated, decided or did that it should stay consistent with later
 ("assistantKnowledge"), such as a recommendation it made or a convention it adopted.
 
+Finally describe the new conversation itself in "session": a one-sentence summary of its topic and up to
+eight keywords, in the user's language.
+
 Never record that files were uploaded or attached: uploads belong to one session and will not exist later.
 Do not invent anything the conversation does not support.
 
@@ -48,7 +51,8 @@ Reply with exactly this JSON shape:
  "history": {"recentMonths": {...}, "earlierContext": {...}, "longTermBackground": {...}},
  "newFacts": [{"content": "...", "category": "preference", "confidence": 0.9}],
  "factsToRemove": ["fact_..."],
- "assistantKnowledge": [{"content": "...", "confidence": 0.9}]}"""
+ "assistantKnowledge": [{"content": "...", "confidence": 0.9}],
+ "session": {"summary": "...", "keywords": ["...", "..."]}}"""
 
 
 def build_messages(document: MemoryDocument, pages: Sequence[Page], signals: Signals) -> list[dict[str, str]]:

@@ -20,9 +20,10 @@ from memory_mcp.config import Settings
 from memory_mcp.errors import LLMError, LLMTransientError
 from memory_mcp.facts import cap, current, keep_most_confident, new_fact_id, normalise, retire
 from memory_mcp.llm import ChatClient
-from memory_mcp.models import Fact, FactCategory, KnowledgeEntry, MemoryDocument, Page, Section, utc_now
+from memory_mcp.models import Fact, FactCategory, KnowledgeEntry, MemoryDocument, Page, Section, SessionState, utc_now
 from memory_mcp.pending import mark_analysed, pending_by_thread
 from memory_mcp.prompts import build_messages
+from memory_mcp.sessions import session_of
 from memory_mcp.signals import detect_signals
 from memory_mcp.store import MemoryStore, Scope
 
@@ -68,6 +69,15 @@ class ProposedKnowledge(BaseModel):
     confidence: float = Field(0.8, ge=0, le=1)
 
 
+class SessionTopic(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    summary: str = Field("", max_length=1000)
+    keywords: list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80)]] = Field(
+        default_factory=list, max_length=8
+    )
+
+
 class UpdateProposal(BaseModel):
     """What the LLM asked for. Facts stay raw here: each is validated on its own when applied."""
 
@@ -78,6 +88,7 @@ class UpdateProposal(BaseModel):
     newFacts: list[Any] = Field(default_factory=list)
     factsToRemove: list[str] = Field(default_factory=list)
     assistantKnowledge: list[Any] = Field(default_factory=list)
+    session: SessionTopic | None = None
 
 
 @dataclass
@@ -241,10 +252,25 @@ class Updater:
             # Applied to the document as it is now: a manual edit made during the LLM call survives.
             updated, applied = apply_proposal(current, proposal, thread, self.settings)
             outcome.merge(applied)
-            return updated.model_copy(update={"analysis": mark_analysed(current.analysis, pages, thread, batch[-1])})
+            analysis = mark_analysed(current.analysis, pages, thread, batch[-1])
+            return _with_topic(updated, session_of(batch_pages[-1]), proposal.session).model_copy(
+                update={"analysis": analysis}
+            )
 
         self.store.update_document(scope, change)
         return outcome
+
+
+def _with_topic(document: MemoryDocument, session: str, topic: SessionTopic | None) -> MemoryDocument:
+    """The mid-term session's topic, as the LLM summed up its latest exchanges."""
+    if topic is None or not (topic.summary.strip() or topic.keywords):
+        return document
+    sessions = dict(document.sessions)
+    state = sessions.get(session, SessionState()).model_copy()
+    state.summary = _strip_upload_mentions(topic.summary) or state.summary
+    state.keywords = topic.keywords or state.keywords
+    sessions[session] = state
+    return document.model_copy(update={"sessions": sessions})
 
 
 def pending_threads(store: MemoryStore, scope: Scope) -> dict[str, int]:

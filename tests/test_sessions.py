@@ -228,3 +228,23 @@ def test_a_hot_session_is_analysed_without_waiting_for_the_debounce(data_dir: Pa
         service.close()
     finally:
         llm.stop()
+
+
+def test_the_updater_gives_each_session_its_topic(data_dir: Path) -> None:
+    topic = {"summary": "Planning a sailing trip on the lake", "keywords": ["sailing", "lake", "trip"]}
+    llm = ScriptedLLM(default=reply({"newFacts": [], "session": topic}))
+    llm.start()
+    try:
+        service = MemoryService(Settings(data_storage_path=data_dir, openai_base_url=llm.base_url))
+        add(service, "We want to sail across the lake in June", "sailing")
+        add(service, "Unrelated: my tax return is due", "taxes")
+
+        service.flush_memory(FlushRequest.build(user_id="alice"))
+
+        sessions = saved_sessions(service)
+        assert sessions["thread:sailing"].summary == topic["summary"]
+        assert sessions["thread:sailing"].keywords == topic["keywords"]
+        assert "summary" in llm.requests[0]["messages"][0]["content"]  # the prompt asks for it
+        service.close()
+    finally:
+        llm.stop()
