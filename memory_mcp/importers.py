@@ -118,36 +118,38 @@ def _pages(user_dir: Path) -> tuple[list[Page], int]:
 
 
 def _facts(entries: list[Any]) -> list[Fact]:
-    facts, seen = [], set()
-    for entry in entries:
-        text = entry.get("knowledge") if isinstance(entry, dict) else entry
-        if not isinstance(text, str) or not text.strip() or normalise(text) in seen:
-            continue
-        seen.add(normalise(text))
-        created = _timestamp(entry.get("timestamp")) if isinstance(entry, dict) else utc_now()
-        facts.append(
-            Fact(
-                id=new_fact_id(),
-                content=text.strip(),
-                category="context",
-                confidence=IMPORTED_CONFIDENCE,
-                createdAt=created,
-                source="memoryos",
-            )
+    return [
+        Fact(
+            id=new_fact_id(),
+            content=text,
+            category="context",
+            confidence=IMPORTED_CONFIDENCE,
+            createdAt=created,
+            source="memoryos",
         )
-    return facts
+        for text, created in _knowledge_texts(entries)
+    ]
 
 
 def _knowledge(entries: list[Any]) -> list[KnowledgeEntry]:
-    knowledge, seen = [], set()
+    return [
+        KnowledgeEntry(id=new_id("know"), content=text, createdAt=created, source="memoryos")
+        for text, created in _knowledge_texts(entries)
+    ]
+
+
+def _knowledge_texts(entries: list[Any]) -> list[tuple[str, str]]:
+    """(text, when) of each MemoryOS knowledge entry ({"knowledge", "timestamp"} or a bare
+    string), blanks and repeats left out."""
+    texts, seen = [], set()
     for entry in entries:
         text = entry.get("knowledge") if isinstance(entry, dict) else entry
         if not isinstance(text, str) or not text.strip() or normalise(text) in seen:
             continue
         seen.add(normalise(text))
         created = _timestamp(entry.get("timestamp")) if isinstance(entry, dict) else utc_now()
-        knowledge.append(KnowledgeEntry(id=new_id("know"), content=text.strip(), createdAt=created, source="memoryos"))
-    return knowledge
+        texts.append((text.strip(), created))
+    return texts
 
 
 def _assistant_knowledge(root: Path, assistant_id: str | None) -> list[dict[str, Any]]:
