@@ -18,7 +18,6 @@ How the faults are made (the tests run as root, so chmod would not stop anything
 from __future__ import annotations
 
 import errno
-import inspect
 import json
 import os
 import subprocess
@@ -27,14 +26,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from scripted_llm import ScriptedLLM, reply
+from tool_helpers import Tools
 from stdio_helpers import RawServer
 
 from memory_mcp.config import Settings
-from memory_mcp.server import MemoryTools, OwnershipTools
 from memory_mcp.service import MemoryService
 
 # Flush-driven: no debounce fires during a test, one attempt per update, nothing waits at close.
@@ -207,37 +205,6 @@ def llm() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM().start()
     yield server
     server.stop()
-
-
-class _Synchronous:
-    """The tool methods of `tools`, called synchronously whether each is a plain or an async method."""
-
-    def __init__(self, tools: Any) -> None:
-        self._tools = tools
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._tools, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = method(*args, **kwargs)
-            if inspect.isawaitable(result):
-
-                async def finish() -> Any:
-                    return await result
-
-                return anyio.run(finish)
-            return result
-
-        return call
-
-
-class Tools:
-    """The MCP tool methods over one service (the same code the stdio server runs, no transport)."""
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
-        self.memory = _Synchronous(MemoryTools(service))
-        self.own = _Synchronous(OwnershipTools(service))
 
 
 @pytest.fixture

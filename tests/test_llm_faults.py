@@ -15,7 +15,6 @@ time, which that script cannot do, so a minimal one is defined here.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import socket
@@ -25,14 +24,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from scripted_llm import ScriptedLLM, Step, reply
+from tool_helpers import Tools
 from stdio_helpers import RawServer, write_config
 
 from memory_mcp.config import Settings
 from memory_mcp.models import Fact, MemoryDocument
-from memory_mcp.server import MemoryTools, OwnershipTools
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
@@ -114,35 +112,6 @@ def latency(call: Callable[[], Any]) -> float:
     for the LLM is slow both times (the tests measure well inside the LLM's hang)."""
     first = timed(call)[1]
     return first if first <= LATENCY_BOUND else min(first, timed(call)[1])
-
-
-class _Synchronous:
-    """The tool methods of `tools`, called synchronously whether each is a plain or an async method."""
-
-    def __init__(self, tools: Any) -> None:
-        self._tools = tools
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._tools, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = method(*args, **kwargs)
-            if inspect.isawaitable(result):
-
-                async def finish() -> Any:
-                    return await result
-
-                return anyio.run(finish)
-            return result
-
-        return call
-
-
-class Tools:
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
-        self.memory = _Synchronous(MemoryTools(service))
-        self.own = _Synchronous(OwnershipTools(service))
 
 
 @pytest.fixture
