@@ -46,8 +46,8 @@ def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, 
     )
     if request.query.strip():
         # A search names what it is after: facts sharing no word with it are not results.
-        about = set(_words(request.query))
-        ranked = [(i, score) for i, score in ranked if about & set(_words(facts[i].content))]
+        about = set(analyze(request.query))
+        ranked = [(i, score) for i, score in ranked if about & set(analyze(facts[i].content))]
     found = [ScoredFact(**facts[i].model_dump(), score=round(score, 4)) for i, score in ranked]
     return FactsResult(
         user_id=scope.user_id, agent_name=scope.agent_name, facts=found[: request.limit], total=len(found)
@@ -215,7 +215,3 @@ def _changed(scope: Scope, action: str, fact: Fact, message: str) -> FactChangeR
         fact=fact,
         message=message,  # type: ignore[arg-type]
     )
-
-
-def _words(text: str) -> list[str]:
-    return analyze(text)
