@@ -78,6 +78,30 @@ class StorageSettings(BaseModel):
         return self
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class HttpSettings(BaseModel):
+    """The streamable-HTTP server (`memory-mcp --transport streamable-http`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", min_length=1, description="Address to listen on; anything but loopback needs auth.")
+    port: int = Field(8765, ge=1, le=65535, description="Port to listen on.")
+    auth: Literal["auto", "tokens", "none"] = Field(
+        "auto",
+        description="'tokens': every request needs a bearer token; 'none': no auth (loopback only); "
+        "'auto': tokens off loopback or once any token is issued.",
+    )
+    tokens_file: Path | None = Field(
+        None, description="Hashed bearer tokens, managed with `memory-mcp token`; default <data_storage_path>/tokens.json."
+    )
+
+    @property
+    def on_loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS
+
+
 class Settings(BaseModel):
     """Everything the server can be told. Unknown keys are errors, so typos cannot pass silently."""
 
@@ -121,6 +145,7 @@ class Settings(BaseModel):
     max_meta_data_bytes: int = Field(65_536, ge=2, description="Largest meta_data accepted, as compact JSON bytes.")
     memory: MemorySettings = Field(default_factory=MemorySettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
 
     @field_validator("user_id")
     @classmethod
@@ -172,6 +197,13 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     elif path is not None and not settings.data_storage_path.expanduser().is_absolute():
         settings.data_storage_path = path.parent / settings.data_storage_path
     settings.data_storage_path = settings.data_storage_path.expanduser().absolute()
+    tokens_file = settings.http.tokens_file
+    if tokens_file is None:
+        settings.http.tokens_file = settings.data_storage_path / "tokens.json"
+    elif path is not None and not tokens_file.expanduser().is_absolute():
+        settings.http.tokens_file = (path.parent / tokens_file).absolute()
+    else:
+        settings.http.tokens_file = tokens_file.expanduser().absolute()
     return settings
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
@@ -15,8 +16,13 @@ import anyio
 import anyio.to_thread
 
 from mcp.server import MCPServer
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -76,6 +82,9 @@ EDITS_IDEMPOTENT = ToolAnnotations(
 DESTROYS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 # Flushing twice changes nothing more; it calls the configured LLM, an outside service.
 FLUSHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
+
+# The user a resource URI names: memory://users/{user_id}/...
+USER_RESOURCE = re.compile(r"^memory://users/([^/]*)/(.*)$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -351,10 +360,10 @@ class OwnershipTools:
         return self.service.import_memory(ImportRequest.build(data=data, mode=mode, user_id=user_id))
 
     @_as_tool_errors
-    def memory_status(self) -> StatusResult:
+    def memory_status(self, ctx: Context | None = None) -> StatusResult:
         """Where memory is stored, which users it holds with their counts, pending updates, and
         whether LLM extraction is on. Call it to check the memory server's health or setup."""
-        return self.service.memory_status()
+        return self.service.memory_status(only_user=token_user(ctx.request_context) if ctx else None)
 
     def profile_resource(self, user_id: str) -> str:
         """The user's profile sections and facts, as JSON."""
@@ -401,8 +410,40 @@ class RejectUnknownArguments:
         return await call_next(ctx)
 
 
-def build_server(service: MemoryService) -> MCPServer:
-    """An MCP server exposing the memory tools of `service`."""
+class BindToTokenUser:
+    """Over authenticated HTTP, a call acts as its token's user, whatever user it names.
+
+    Overwrites the user a tool, prompt or resource request names (or fills it in when omitted),
+    so that no way of spelling a request reaches another user's memory. (The HTTP layer refuses
+    such requests with 403 before they get here; this makes the rule hold whatever it misses.)
+    """
+
+    def __init__(self, parameters: dict[str, set[str]]) -> None:
+        self._takes_user = {name for name, names in parameters.items() if "user_id" in names}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        user_id = token_user(ctx)
+        params = ctx.params if isinstance(ctx.params, dict) else None
+        if user_id is not None and params is not None:
+            calls_user_tool = ctx.method == "tools/call" and params.get("name") in self._takes_user
+            if calls_user_tool or ctx.method == "prompts/get":
+                params["arguments"] = {**(params.get("arguments") or {}), "user_id": user_id}
+            elif ctx.method == "resources/read" and isinstance(params.get("uri"), str):
+                params["uri"] = USER_RESOURCE.sub(lambda found: f"memory://users/{user_id}/{found[2]}", params["uri"])
+        return await call_next(ctx)
+
+
+def token_user(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The user id the request's bearer token was issued for; None without authentication."""
+    user = ctx.request.scope.get("user") if ctx.request is not None else None
+    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else None
+
+
+def build_server(
+    service: MemoryService, token_verifier: TokenVerifier | None = None, auth: AuthSettings | None = None
+) -> MCPServer:
+    """An MCP server exposing the memory tools of `service`; with a token verifier, each request
+    acts as its token's user."""
     tools = MemoryTools(service)
     own = OwnershipTools(service)
     registered = (
@@ -419,9 +460,20 @@ def build_server(service: MemoryService) -> MCPServer:
         (own.import_memory, "Import memory", DESTROYS),
         (own.memory_status, "Memory status", READ_ONLY),
     )
-    parameters = {method.__name__: set(inspect.signature(method).parameters) for method, _, _ in registered}
+    parameters = {
+        method.__name__: set(inspect.signature(method).parameters) - {find_context_parameter(method)}
+        for method, _, _ in registered
+    }
+    middleware: list[ServerMiddleware[Any]] = [RejectUnknownArguments(parameters)]
+    if token_verifier is not None:
+        middleware.append(BindToTokenUser(parameters))
     server = MCPServer(
-        "memory-mcp", instructions=INSTRUCTIONS, version=__version__, middleware=[RejectUnknownArguments(parameters)]
+        "memory-mcp",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        token_verifier=token_verifier,
+        auth=auth,
+        middleware=middleware,
     )
     for method, title, hints in registered:
         server.add_tool(method, title=title, description=_description(method), annotations=hints)

@@ -332,9 +332,12 @@ class MemoryService:
             message=f"Erased all memory of {scope.describe()}{' and its agents' if scope.agent_name is None else ''}.",
         )
 
-    def memory_status(self) -> StatusResult:
+    def memory_status(self, only_user: str | None = None) -> StatusResult:
+        """Storage, extraction and per-user counts; with `only_user`, that user's alone (an
+        authenticated caller sees nothing of the others, not even their ids)."""
+        listed = self.store.list_users()
         users = []
-        for user_id in self.store.list_users():
+        for user_id in listed if only_user is None else [user for user in listed if user == only_user]:
             agents = self.store.list_agents(user_id)
             scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
             users.append(
@@ -346,7 +349,11 @@ class MemoryService:
                     pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
                 )
             )
-        errors = list(self._queue.last_errors.values()) if self._queue is not None else []
+        errors = [
+            message
+            for (scope, _), message in (self._queue.last_errors.items() if self._queue is not None else [])
+            if only_user is None or scope.user_id == only_user
+        ]
         return StatusResult(
             version=__version__,
             data_dir=getattr(self.store, "location", None) or str(self.settings.data_storage_path),

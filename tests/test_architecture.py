@@ -36,6 +36,8 @@ FORBIDDEN = [
     ],
     ("models.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
     ("config.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
+    ("access.py", ("memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.http_server")),
+    ("server.py", ("memory_mcp.cli", "memory_mcp.http_server")),
 ]
 
 

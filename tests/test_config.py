@@ -219,9 +219,25 @@ def test_example_config_loads_and_documents_every_setting(tmp_path: Path) -> Non
     # The example shows the defaults, so copying it changes nothing but what the user edits.
     defaults = Settings()
     for name in Settings.model_fields:
-        if name != "data_storage_path":
+        if name not in ("data_storage_path", "http"):
             assert getattr(settings, name) == getattr(defaults, name), name
     assert settings.data_storage_path == Path("~/.memory-mcp").expanduser()
+    # Paths left null are resolved against the data directory.
+    assert settings.http.tokens_file == settings.data_storage_path / "tokens.json"
+    assert settings.http.model_copy(update={"tokens_file": None}) == defaults.http
+
+
+def test_a_relative_tokens_file_is_taken_from_the_config_files_folder(tmp_path: Path) -> None:
+    config = tmp_path / "conf" / "memory.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"http": {"tokens_file": "secrets/tokens.json"}}), encoding="utf-8")
+
+    settings = load_settings(config, environ={"MEMORY_MCP_HOME": str(tmp_path / "data")})
+
+    assert settings.http.tokens_file == tmp_path / "conf" / "secrets" / "tokens.json"
+    assert load_settings(None, environ={"MEMORY_MCP_HOME": str(tmp_path / "data")}).http.tokens_file == (
+        tmp_path / "data" / "tokens.json"
+    )
 
 
 def test_the_example_config_leaves_the_data_dir_to_memory_mcp_home(tmp_path: Path) -> None:

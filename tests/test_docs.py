@@ -9,16 +9,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memory_mcp.config import MemorySettings, Settings, StorageSettings
+from memory_mcp.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+# Settings grouped in a nested object ("memory": {...}), by key.
+SECTIONS = {
+    name: field.annotation
+    for name, field in Settings.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+}
 
 
 def settings_defaults(model: type[BaseModel] = Settings, prefix: str = "") -> dict[str, Any]:
     """Every setting by dotted name, with its default as JSON would show it."""
     defaults: dict[str, Any] = {}
     for name, field in model.model_fields.items():
-        if field.annotation in (MemorySettings, StorageSettings):
+        if field.annotation in SECTIONS.values():
             defaults.update(settings_defaults(field.annotation, f"{name}."))
         elif name != "data_storage_path":
             defaults[prefix + name] = field.get_default(call_default_factory=True)
@@ -42,7 +48,7 @@ def test_readme_lists_every_setting_with_its_default() -> None:
 
 def test_example_config_holds_every_setting_at_its_default() -> None:
     example = json.loads((ROOT / "config.example.json").read_text(encoding="utf-8"))
-    sections = ("memory", "storage")
+    sections = tuple(SECTIONS)
     flat = {k: v for k, v in example.items() if k not in sections} | {
         f"{section}.{k}": v for section in sections for k, v in example[section].items()
     }

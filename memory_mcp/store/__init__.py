@@ -67,6 +67,9 @@ class MemoryStore(Protocol):
         """Claim the right to run the memory updater on `scope`, across threads and processes.
         Yields False when someone else still holds it after `wait` seconds (0: do not wait)."""
 
+    def check_ready(self) -> None:
+        """Raise StorageError if memory cannot be stored right now (what a health check asks)."""
+
     def list_users(self) -> list[str]:
         """Ids of every user with stored memory, sorted."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -104,6 +105,12 @@ class JsonStore:
             if step.is_symlink():
                 raise StorageError(f"{step} is a symbolic link; memory is never read or written through one")
         return steps[-1]
+
+    def check_ready(self) -> None:
+        # A data directory not created yet is ready: the first add creates it.
+        existing = next(path for path in (self.root, *self.root.parents) if path.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise StorageError(f"cannot write memory under {self.root} ({existing} is not a writable directory)")
 
     def list_users(self) -> list[str]:
         return _identifier_dirs(self.root / "users")

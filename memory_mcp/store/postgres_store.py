@@ -266,6 +266,9 @@ class PostgresStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def check_ready(self) -> None:
+        self._run("answer a health check", lambda conn, _: conn.execute("SELECT 1").fetchone())
+
     # --- listing --------------------------------------------------------------------------
 
     def list_users(self) -> list[str]:
