@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     flush = command("flush", "run structured extraction now for everything pending")
     flush.add_argument("user", nargs="?", help="only this user (default: every user)")
     flush.add_argument("--agent")
+    move = command("migrate", "copy all stored memory from one storage backend to the other, and verify it")
+    move.add_argument("--from", dest="source", choices=["json", "postgres"], required=True, help="backend to read")
+    move.add_argument("--to", dest="target", choices=["json", "postgres"], required=True, help="backend to fill")
+    move.add_argument(
+        "--resume", action="store_true", help="continue a migration that stopped, copying only what is missing"
+    )
     return parser
 
 
@@ -256,6 +262,19 @@ def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     return 0 if all(not result.errors for result in results) else 1
 
 
+def _migrate(service: MemoryService, args: argparse.Namespace) -> int:
+    """Both backends come from the one config (the JSON files at data_storage_path, the database at
+    storage.dsn), whichever of them storage.backend names."""
+    from memory_mcp.migrate import backend_settings, migrate, open_backend
+
+    if args.source == args.target:
+        raise InvalidInput(f"--from and --to must name different backends (both are {args.source})")
+    source, target = (backend_settings(service.settings, name) for name in (args.source, args.target))
+    with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
+        report = migrate(reading, writing, checking, resume=args.resume)
+    return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
+
+
 COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "users": _users,
     "show": _show,
@@ -264,6 +283,7 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "import": _import,
     "forget": _forget,
     "flush": _flush,
+    "migrate": _migrate,
 }
 
 

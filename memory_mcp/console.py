@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from memory_mcp.migrate import MigrationReport
 from memory_mcp.models import (
     Fact,
     FactChangeResult,
@@ -109,6 +110,18 @@ def change(result: FactChangeResult | ForgetResult | ImportResult | FlushResult)
         )
         for line in [*result.errors, *result.notes]:
             out.print(f"[dim]{line}[/dim]")
+
+
+def migration(report: MigrationReport, title: str) -> None:
+    table = Table("scope", "exchanges", "copied now", "facts", title=title)
+    for scope in report.scopes:
+        who = scope.user_id + (f"/{scope.agent_name}" if scope.agent_name else "")
+        table.add_row(who, str(scope.pages), str(scope.pages_copied), str(scope.facts))
+    if report.scopes:
+        table.add_section()
+        table.add_row("total", str(report.pages), str(report.pages_copied), str(report.facts))
+        out.print(table)
+    out.print(report.message)
 
 
 def _snippet(text: str) -> str:
