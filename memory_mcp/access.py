@@ -104,6 +104,8 @@ class TokenRegistry:
                 raise NotFound(f"no token {token_id!r} in {self.path} (memory-mcp token list shows them)")
             return [record for record in tokens if record.token_id != token_id]
 
+        without(self.records())  # an unknown id is refused before anything, even a lock file, is created
+        revoked.clear()
         self._change(without)
         return revoked[0]
 

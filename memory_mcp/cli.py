@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memory_mcp import __version__
+from memory_mcp.access import TokenRegistry
 from memory_mcp.config import ConfigError, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
 from memory_mcp.importers import from_memoryos
@@ -62,7 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Without --config the embedded defaults apply and data lives in $MEMORY_MCP_HOME or ~/.memory-mcp. "
         "OPENAI_API_KEY and OPENAI_BASE_URL fill the LLM settings the config leaves empty.",
     )
-    parser.add_argument("--transport", choices=["stdio"], default="stdio", help="MCP transport (default: stdio)")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "streamable-http"],
+        default="stdio",
+        help="MCP transport (default: stdio); streamable-http serves many clients (see http.* settings)",
+    )
+    parser.add_argument("--host", help="with streamable-http: address to listen on (default: http.host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="with streamable-http: port to listen on (default: http.port, 8765)")
     parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -96,6 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("user")
     forget.add_argument("--agent")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    token_help = "issue, list or revoke the bearer tokens of the HTTP server"
+    token = commands.add_parser("token", parents=[shared], help=token_help, description=token_help)
+    token_actions = token.add_subparsers(dest="token_action", metavar="ACTION", required=True)
+
+    def token_action(name: str, help_text: str) -> argparse.ArgumentParser:
+        action = token_actions.add_parser(name, parents=[shared], help=help_text, description=help_text)
+        action.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+        return action
+
+    token_add = token_action("add", "issue a token for a user; it is shown once and stored hashed")
+    token_add.add_argument("user")
+    token_add.add_argument("--label", default="", help="what the token is for (a host, a service...)")
+    token_action("list", "list issued tokens (ids, users, labels; never the tokens)")
+    revoke = token_action("revoke", "revoke a token by its id; running servers stop accepting it at once")
+    revoke.add_argument("token_id")
     flush = command("flush", "run structured extraction now for everything pending")
     flush.add_argument("user", nargs="?", help="only this user (default: every user)")
     flush.add_argument("--agent")
@@ -121,7 +144,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"memory-mcp: {exc}", file=sys.stderr)
         return 2
-    service = MemoryService(settings)
+    if args.command is None and args.transport == "stdio" and (args.host or args.port):
+        print("memory-mcp: --host and --port go with --transport streamable-http", file=sys.stderr)
+        return 2
+    settings.http = settings.http.model_copy(
+        update={name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
+    )
+    if args.command == "token":  # the token file only: no need to open the memory store
+        try:
+            return _token(TokenRegistry(settings.http.tokens_file), args)
+        except MemoryServiceError as exc:
+            print(f"memory-mcp token: {exc}", file=sys.stderr)
+            return 1
+    try:
+        service = MemoryService(settings)  # opens the store: a database may be unreachable
+    except MemoryServiceError as exc:
+        print(f"memory-mcp: {exc}", file=sys.stderr)
+        return 1
     if args.command is None:
         return serve(service, args.transport)
     try:
@@ -144,13 +183,36 @@ def serve(service: MemoryService, transport: str) -> int:
         settings.data_storage_path,
         f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
     )
+    if transport == "streamable-http":
+        return _serve_http(service)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, functools.partial(_flush_and_exit, service))
     service.start()
     try:
-        build_server(service).run(transport=transport)  # type: ignore[arg-type]
+        build_server(service).run(transport="stdio")
     finally:
         service.close()
+    return 0
+
+
+def _serve_http(service: MemoryService) -> int:
+    """Serve over HTTP; uvicorn turns SIGTERM/SIGINT into a graceful stop (open requests finish),
+    after which pending updates get their bounded flush here."""
+    from memory_mcp.http_server import AuthSetupError, run_http
+
+    # uvicorn handles the stop signal, then restores these handlers and raises it again: with the
+    # default ones the process would die there, before pending updates get their flush below.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    service.start()
+    try:
+        run_http(service, service.settings.http)
+    except (AuthSetupError, MemoryServiceError) as exc:
+        print(f"memory-mcp: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        left = service.close()
+        log.info("stopped; %s", f"{left} memory updates left to resume at next start" if left else "nothing pending")
     return 0
 
 
@@ -273,6 +335,28 @@ def _migrate(service: MemoryService, args: argparse.Namespace) -> int:
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
         report = migrate(reading, writing, checking, resume=args.resume)
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
+
+
+def _token(registry: TokenRegistry, args: argparse.Namespace) -> int:
+    if args.token_action == "add":
+        issued = registry.issue(args.user, args.label)
+        if args.json:
+            return _print_json(issued.model_dump(mode="json", exclude={"record": {"sha256"}}))
+        print(issued.token)
+        print(
+            f"token {issued.record.token_id} for user {issued.record.user_id}: shown this once, stored hashed in "
+            f"{registry.path}. Clients send it as: Authorization: Bearer <token>",
+            file=sys.stderr,
+        )
+        return 0
+    if args.token_action == "revoke":
+        revoked = registry.revoke(args.token_id)
+        return _emit(args, revoked, lambda: print(f"revoked {revoked.token_id} (user {revoked.user_id})"))
+    records = registry.records()
+    if args.json:
+        return _print_json([record.model_dump(mode="json", exclude={"sha256"}) for record in records])
+    _console().tokens(records, registry.path)
+    return 0
 
 
 COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from memory_mcp.access import TokenRecord
 from memory_mcp.migrate import MigrationReport
 from memory_mcp.models import (
     Fact,
@@ -127,3 +129,10 @@ def migration(report: MigrationReport, title: str) -> None:
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
+
+
+def tokens(records: Sequence[TokenRecord], path: Path) -> None:
+    table = Table("token id", "user", "label", "created", title=f"{len(records)} tokens in {path}")
+    for record in records:
+        table.add_row(record.token_id, record.user_id, record.label or "-", record.created)
+    out.print(table)

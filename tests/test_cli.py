@@ -291,6 +291,9 @@ def test_every_error_exits_non_zero_with_one_stderr_line_naming_the_problem(
         "bad_config": json.dumps({"memory": {"max_facts": "lots"}}),
         "unknown_setting": json.dumps({"user_idd": "x"}),
         "config_not_json": "user_id = alice",
+        "unreachable_database": json.dumps(
+            {"storage": {"backend": "postgres", "dsn": "postgresql://someone:hunter2@127.0.0.1:1/memory"}}
+        ),
     }
     for name, text in files.items():
         (tmp_path / f"{name}.json").write_text(text, encoding="utf-8")
@@ -327,12 +330,19 @@ def test_every_error_exits_non_zero_with_one_stderr_line_naming_the_problem(
             ["config_not_json.json", "not valid JSON"],
         ),
         "missing config": (["--config", tmp_path / "nope.json", "users"], ["nope.json"]),
+        "unreachable database": (
+            ["--config", tmp_path / "unreachable_database.json", "users"],
+            ["could not connect to PostgreSQL", "127.0.0.1:1"],
+        ),
+        "token for a bad user id": (["token", "add", "a/b"], ["user_id", "a/b"]),
+        "revoke an unknown token": (["token", "revoke", "tok_nope"], ["tok_nope", "token list"]),
     }
     before = snapshot(home)
     outcomes = cli_many(home, [arguments for arguments, _ in cases.values()])
     for (name, (_, expected)), outcome in zip(cases.items(), outcomes):
         line = outcome.error_line()
         assert line.startswith("memory-mcp"), f"{name}: {line}"
+        assert "hunter2" not in line, f"{name}: the database password was shown"
         for part in expected:
             assert part in line, f"{name}: {part!r} not in {line!r}"
     assert snapshot(home) == before, "a failed command changed the data dir"
