@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
+from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp.server.auth.provider import AccessToken
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.store.durable import atomic_write, ensure_directory, read_bytes
@@ -164,4 +164,3 @@ class RegistryTokenVerifier:
         if user_id is None:
             return None
         return AccessToken(token=token, client_id=user_id, subject=user_id, scopes=[MEMORY_SCOPE])
-

@@ -94,7 +94,8 @@ class HttpSettings(BaseModel):
         "'auto': tokens off loopback or once any token is issued.",
     )
     tokens_file: Path | None = Field(
-        None, description="Hashed bearer tokens, managed with `memory-mcp token`; default <data_storage_path>/tokens.json."
+        None,
+        description="Hashed bearer tokens, managed with `memory-mcp token`; default <data_storage_path>/tokens.json.",
     )
 
     @property

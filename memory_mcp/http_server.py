@@ -17,11 +17,11 @@ from typing import Any
 
 import anyio.to_thread
 import uvicorn
+from mcp.server.auth.settings import AuthSettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp.server.auth.settings import AuthSettings
 from memory_mcp import __version__
 from memory_mcp.access import MEMORY_SCOPE, RegistryTokenVerifier, TokenRegistry
 from memory_mcp.config import HttpSettings
@@ -106,9 +106,7 @@ def build_http_app(service: MemoryService, registry: TokenRegistry | None, host:
         return await anyio.to_thread.run_sync(_health, service)
 
     server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(health)
-    app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host
-    )
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
     return app if registry is None else RefuseOtherUsers(app, registry)
 
 

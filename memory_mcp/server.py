@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
-
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
@@ -40,18 +39,18 @@ from memory_mcp.models import (
     FactCategory,
     FactChangeResult,
     FactsResult,
+    FlushRequest,
+    FlushResult,
     ForgetRequest,
     ForgetResult,
     ImportRequest,
     ImportResult,
-    SearchFactsRequest,
-    StatusResult,
-    UpdateFactRequest,
-    FlushRequest,
-    FlushResult,
     ProfileRequest,
     RetrieveMemoryRequest,
     RetrieveMemoryResult,
+    SearchFactsRequest,
+    StatusResult,
+    UpdateFactRequest,
     UserProfileResult,
 )
 from memory_mcp.service import MemoryService

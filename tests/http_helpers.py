@@ -25,8 +25,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from stdio_helpers import PYTHON, PROJECT_ROOT, server_env
+from stdio_helpers import PROJECT_ROOT, PYTHON, server_env
 
 MCP_ACCEPT = "application/json, text/event-stream"
 
@@ -41,7 +40,7 @@ def memory_mcp(config: Path, *arguments: str, env: dict[str, str] | None = None)
     """Run a `memory-mcp` command to completion."""
     command = [PYTHON, "-m", "memory_mcp", "--config", str(config), *arguments]
     return subprocess.run(
-        command, capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=env or server_env()
+        command, capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=env or server_env(), check=False
     )
 
 
@@ -118,9 +117,11 @@ class HttpServer:
 @asynccontextmanager
 async def http_client(url: str, token: str | None = None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def post_jsonrpc(url: str, message: Any, token: str | None = None) -> tuple[int, dict[str, str], Any]:
@@ -149,4 +150,9 @@ def _exchange(request: urllib.request.Request) -> tuple[int, dict[str, str], Any
 
 
 def tool_call(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }

@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from memory_mcp.config import load_settings
-from memory_mcp.store import Scope
-from memory_mcp.store.json_store import JsonStore
 from http_helpers import (
     HttpServer,
     get_json,
@@ -28,6 +24,10 @@ from http_helpers import (
 )
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import add, ok, recall, run, snapshot, write_config
+
+from memory_mcp.config import load_settings
+from memory_mcp.store import Scope
+from memory_mcp.store.json_store import JsonStore
 
 
 @pytest.fixture
@@ -94,7 +94,12 @@ def test_requests_without_a_valid_token_get_401_and_change_nothing(config: Path,
         tool_call("forget", {"user_id": "bob", "confirm": "bob"}),
         tool_call("import_memory", {"data": {"format": "memory-mcp/export"}, "user_id": "bob"}),
         {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "memory://users/bob/profile"}},
-        {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "memory_context", "arguments": {"query": "q", "user_id": "bob"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "prompts/get",
+            "params": {"name": "memory_context", "arguments": {"query": "q", "user_id": "bob"}},
+        },
     ],
     ids=["add", "retrieve", "profile", "export", "forget", "import", "resource", "prompt"],
 )
@@ -103,7 +108,9 @@ def test_a_token_naming_another_user_gets_403_and_changes_nothing(
 ) -> None:
     alice, bob = issue_token(config, "alice"), issue_token(config, "bob")
     with HttpServer(config, tmp_path / "server.log") as server:
-        status, _, body = post_jsonrpc(server.url, tool_call("add_memory", {"user_input": "I live in Oslo", "agent_response": "ok"}), bob)
+        status, _, body = post_jsonrpc(
+            server.url, tool_call("add_memory", {"user_input": "I live in Oslo", "agent_response": "ok"}), bob
+        )
         assert status == 200, body
         before = snapshot(data)
 
@@ -181,7 +188,14 @@ def test_on_loopback_without_tokens_callers_name_their_user(config: Path, data: 
 
 def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) -> None:
     llm = ScriptedLLM(
-        default=reply({"user": {}, "history": {}, "newFacts": [{"content": "Lives in Lyon", "category": "context", "confidence": 0.95}], "factsToRemove": []})
+        default=reply(
+            {
+                "user": {},
+                "history": {},
+                "newFacts": [{"content": "Lives in Lyon", "category": "context", "confidence": 0.95}],
+                "factsToRemove": [],
+            }
+        )
     ).start()
     config = write_config(
         tmp_path / "config.json",
@@ -195,7 +209,9 @@ def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) 
     token = issue_token(config, "alice")
     try:
         server = HttpServer(config, tmp_path / "server.log").start()
-        status, _, body = post_jsonrpc(server.url, tool_call("add_memory", {"user_input": "I live in Lyon", "agent_response": "ok"}), token)
+        status, _, body = post_jsonrpc(
+            server.url, tool_call("add_memory", {"user_input": "I live in Lyon", "agent_response": "ok"}), token
+        )
         assert status == 200, body
         assert llm.requests == []  # the debounce would hold it for five minutes
 
@@ -206,4 +222,3 @@ def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) 
     assert len(llm.requests) == 1
     facts = JsonStore(load_settings(config).data_storage_path).read_document(Scope("alice")).facts
     assert [fact.content for fact in facts] == ["Lives in Lyon"]
-
