@@ -180,7 +180,7 @@ def serve(service: MemoryService, transport: str) -> int:
         "memory-mcp %s on %s; data in %s; structured memory %s",
         __version__,
         transport,
-        settings.data_storage_path,
+        getattr(service.store, "location", None) or settings.data_storage_path,  # a database: its DSN, sans password
         f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
     )
     if transport == "streamable-http":
