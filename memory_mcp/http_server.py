@@ -92,15 +92,7 @@ def build_http_app(service: MemoryService, registry: TokenRegistry | None, host:
     if registry is None:
         server = build_server(service)
     else:
-        server = build_server(
-            service,
-            token_verifier=RegistryTokenVerifier(registry),
-            auth=AuthSettings(
-                issuer_url=f"http://{host}",  # required by the SDK; tokens are issued out of band here
-                resource_server_url=None,
-                required_scopes=[MEMORY_SCOPE],
-            ),
-        )
+        server = build_server(service, token_verifier=RegistryTokenVerifier(registry), auth=token_auth_settings(host))
 
     async def health(request: Request) -> Response:
         return await anyio.to_thread.run_sync(_health, service)
@@ -108,6 +100,15 @@ def build_http_app(service: MemoryService, registry: TokenRegistry | None, host:
     server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(health)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
     return app if registry is None else RefuseOtherUsers(app, registry)
+
+
+def token_auth_settings(host: str) -> AuthSettings:
+    """The SDK's auth settings for tokens this server checks itself (no OAuth flow is offered)."""
+    return AuthSettings(
+        issuer_url=f"http://{host}",  # required by the SDK; tokens are issued out of band here
+        resource_server_url=None,
+        required_scopes=[MEMORY_SCOPE],
+    )
 
 
 def _health(service: MemoryService) -> Response:

@@ -9,19 +9,18 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
 from mcp.server import MCPServer
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -106,12 +105,34 @@ def _as_tool_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+class OrderedLanes:
+    """One first-come-first-served lock per key, kept only while someone holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[Hashable, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def lane(self, key: Hashable) -> AsyncIterator[None]:
+        lock, users = self._lanes.get(key, (None, 0))
+        lock = lock or anyio.Lock()
+        self._lanes[key] = (lock, users + 1)  # counted before any await, so no one drops it meanwhile
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._lanes[key]
+            if users == 1:
+                del self._lanes[key]
+            else:
+                self._lanes[key] = (lock, users - 1)
+
+
 class MemoryTools:
     """The tools, as methods over one service (so tests can call them without a transport)."""
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
-        self._adds_in_order = anyio.CapacityLimiter(1)
+        self._add_lanes = OrderedLanes()
 
     async def add_memory(
         self,
@@ -146,9 +167,11 @@ class MemoryTools:
                 )
             )
         )
-        # One add at a time, in the order the requests arrived (the limiter queues its waiters in
-        # order): a host that sends several adds without waiting gets them stored as sent.
-        return await anyio.to_thread.run_sync(store, limiter=self._adds_in_order)
+        # One add per user (and agent) at a time, in the order the requests arrived (a lock queues
+        # its waiters in order): a host that sends several adds without waiting gets them stored as
+        # sent, while other users' adds go on in parallel.
+        async with self._add_lanes.lane((user_id or None, agent_name or None)):
+            return await anyio.to_thread.run_sync(store)
 
     @_as_tool_errors
     def retrieve_memory(
@@ -359,10 +382,11 @@ class OwnershipTools:
         return self.service.import_memory(ImportRequest.build(data=data, mode=mode, user_id=user_id))
 
     @_as_tool_errors
-    def memory_status(self, ctx: Context | None = None) -> StatusResult:
+    def memory_status(self) -> StatusResult:
         """Where memory is stored, which users it holds with their counts, pending updates, and
         whether LLM extraction is on. Call it to check the memory server's health or setup."""
-        return self.service.memory_status(only_user=token_user(ctx.request_context) if ctx else None)
+        token = get_access_token()  # set for the request by the SDK's HTTP auth; None on stdio
+        return self.service.memory_status(only_user=token.client_id if token else None)
 
     def profile_resource(self, user_id: str) -> str:
         """The user's profile sections and facts, as JSON."""
@@ -421,7 +445,8 @@ class BindToTokenUser:
         self._takes_user = {name for name, names in parameters.items() if "user_id" in names}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        user_id = token_user(ctx)
+        token = get_access_token()  # the SDK's HTTP auth sets it for the request
+        user_id = token.client_id if token else None
         params = ctx.params if isinstance(ctx.params, dict) else None
         if user_id is not None and params is not None:
             calls_user_tool = ctx.method == "tools/call" and params.get("name") in self._takes_user
@@ -430,12 +455,6 @@ class BindToTokenUser:
             elif ctx.method == "resources/read" and isinstance(params.get("uri"), str):
                 params["uri"] = USER_RESOURCE.sub(lambda found: f"memory://users/{user_id}/{found[2]}", params["uri"])
         return await call_next(ctx)
-
-
-def token_user(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The user id the request's bearer token was issued for; None without authentication."""
-    user = ctx.request.scope.get("user") if ctx.request is not None else None
-    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else None
 
 
 def build_server(
@@ -459,10 +478,7 @@ def build_server(
         (own.import_memory, "Import memory", DESTROYS),
         (own.memory_status, "Memory status", READ_ONLY),
     )
-    parameters = {
-        method.__name__: set(inspect.signature(method).parameters) - {find_context_parameter(method)}
-        for method, _, _ in registered
-    }
+    parameters = {method.__name__: set(inspect.signature(method).parameters) for method, _, _ in registered}
     middleware: list[ServerMiddleware[Any]] = [RejectUnknownArguments(parameters)]
     if token_verifier is not None:
         middleware.append(BindToTokenUser(parameters))

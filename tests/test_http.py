@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from http_helpers import (
     HttpServer,
@@ -222,3 +223,46 @@ def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) 
     assert len(llm.requests) == 1
     facts = JsonStore(load_settings(config).data_storage_path).read_document(Scope("alice")).facts
     assert [fact.content for fact in facts] == ["Lives in Lyon"]
+
+
+def test_the_mcp_layer_binds_every_request_to_the_token_user_even_past_the_http_check(tmp_path: Path) -> None:
+    """Should a request shape ever slip past the 403 check, the MCP middleware still makes it act
+    as the token's user: here the app runs without that check, in process."""
+    from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
+    from memory_mcp.config import Settings
+    from memory_mcp.http_server import MCP_PATH, token_auth_settings
+    from memory_mcp.server import build_server
+    from memory_mcp.service import MemoryService
+
+    service = MemoryService(Settings(data_storage_path=tmp_path / "data"))
+    registry = TokenRegistry(tmp_path / "tokens.json")
+    alice = registry.issue("alice").token
+    server = build_server(
+        service, token_verifier=RegistryTokenVerifier(registry), auth=token_auth_settings("127.0.0.1")
+    )
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True)
+    headers = {"Authorization": f"Bearer {alice}", "Accept": "application/json, text/event-stream"}
+
+    async def body() -> list[Any]:
+        transport = httpx2.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http,
+        ):
+            messages = [
+                tool_call("add_memory", {"user_input": "from alice", "agent_response": "ok", "user_id": "bob"}),
+                {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "memory://users/bob/facts"}},
+                tool_call("memory_status", {}),
+            ]
+            return [(await http.post(MCP_PATH, json=message, headers=headers)).json() for message in messages]
+
+    try:
+        added, facts, status = run(body)
+    finally:
+        service.close()
+
+    assert added["result"]["structuredContent"]["user_id"] == "alice"
+    assert stored_inputs(tmp_path / "data", "alice") == ["from alice"]
+    assert stored_inputs(tmp_path / "data", "bob") == []
+    assert json.loads(facts["result"]["contents"][0]["text"])["user_id"] == "alice"
+    assert [user["user_id"] for user in status["result"]["structuredContent"]["users"]] == ["alice"]
