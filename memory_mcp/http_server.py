@@ -52,8 +52,9 @@ def auth_required(http: HttpSettings, registry: TokenRegistry) -> bool:
                 "it may listen on loopback (127.0.0.1, localhost, ::1) only"
             )
         return False
-    needed = http.auth == "tokens" or not http.on_loopback or bool(registry.records())
-    if needed and not registry.records():
+    issued = bool(registry.records())
+    needed = http.auth == "tokens" or not http.on_loopback or issued
+    if needed and not issued:
         raise AuthSetupError(
             f"authentication is required (listening on {http.host}, http.auth {http.auth!r}) but no token is issued "
             f"in {registry.path}: create one with `memory-mcp token add USER_ID`"
