@@ -174,8 +174,7 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     """Read the config file (optional) and the environment into validated settings.
 
     Secrets may live only in the environment: OPENAI_API_KEY and OPENAI_BASE_URL fill the
-    fields the file leaves empty. A relative data path is taken from the config file's folder,
-    so the server finds the same data whatever directory the host starts it in.
+    fields the file leaves empty. Relative paths are taken from the config file's folder.
     """
     environ = os.environ if environ is None else environ
     raw: dict[str, object] = {}
@@ -194,18 +193,23 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     except ValidationError as exc:
         raise ConfigError(_describe_validation_error(exc, path)) from None
     if "data_storage_path" not in raw:
-        settings.data_storage_path = default_data_path(environ)
-    elif path is not None and not settings.data_storage_path.expanduser().is_absolute():
-        settings.data_storage_path = path.parent / settings.data_storage_path
-    settings.data_storage_path = settings.data_storage_path.expanduser().absolute()
-    tokens_file = settings.http.tokens_file
-    if tokens_file is None:
-        settings.http.tokens_file = settings.data_storage_path / "tokens.json"
-    elif path is not None and not tokens_file.expanduser().is_absolute():
-        settings.http.tokens_file = (path.parent / tokens_file).absolute()
+        settings.data_storage_path = default_data_path(environ).absolute()
     else:
-        settings.http.tokens_file = tokens_file.expanduser().absolute()
+        settings.data_storage_path = _from_config_folder(settings.data_storage_path, path)
+    tokens_file = settings.http.tokens_file
+    settings.http.tokens_file = (
+        settings.data_storage_path / "tokens.json" if tokens_file is None else _from_config_folder(tokens_file, path)
+    )
     return settings
+
+
+def _from_config_folder(value: Path, config: Path | None) -> Path:
+    """A path the config gives, absolute: `~` expanded, and a relative one taken from the config
+    file's folder, so the server finds the same files whatever directory the host starts it in."""
+    value = value.expanduser()
+    if config is not None and not value.is_absolute():
+        value = config.parent / value
+    return value.absolute()
 
 
 def _read_config_file(path: Path) -> dict[str, object]:
