@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from memory_mcp import __version__
 from memory_mcp.access import TokenRegistry
-from memory_mcp.config import ConfigError, load_settings
+from memory_mcp.config import ConfigError, Settings, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
 from memory_mcp.importers import from_memoryos
 from memory_mcp.models import (
@@ -150,12 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings.http = settings.http.model_copy(
         update={name: value for name, value in (("host", args.host), ("port", args.port)) if value is not None}
     )
-    if args.command == "token":  # the token file only: no need to open the memory store
-        try:
-            return _token(TokenRegistry(settings.http.tokens_file), args)
-        except MemoryServiceError as exc:
-            print(f"memory-mcp token: {exc}", file=sys.stderr)
-            return 1
+    if args.command in STORELESS_COMMANDS:
+        return _reporting_errors(args.command, lambda: STORELESS_COMMANDS[args.command](settings, args))
     try:
         service = MemoryService(settings)  # opens the store: a database may be unreachable
     except MemoryServiceError as exc:
@@ -164,12 +160,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         return serve(service, args.transport)
     try:
-        return COMMANDS[args.command](service, args)
-    except MemoryServiceError as exc:
-        print(f"memory-mcp {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return _reporting_errors(args.command, lambda: COMMANDS[args.command](service, args))
     finally:
         service.close()
+
+
+def _reporting_errors(command: str, run: Callable[[], int]) -> int:
+    """A command's deliberate errors become one line on stderr and exit status 1."""
+    try:
+        return run()
+    except MemoryServiceError as exc:
+        print(f"memory-mcp {command}: {exc}", file=sys.stderr)
+        return 1
 
 
 def serve(service: MemoryService, transport: str) -> int:
@@ -204,7 +206,6 @@ def _serve_http(service: MemoryService) -> int:
     # default ones the process would die there, before pending updates get their flush below.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_IGN)
-    service.start()
     try:
         run_http(service, service.settings.http)
     except (AuthSetupError, MemoryServiceError) as exc:
@@ -324,20 +325,22 @@ def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     return 0 if all(not result.errors for result in results) else 1
 
 
-def _migrate(service: MemoryService, args: argparse.Namespace) -> int:
+def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Both backends come from the one config (the JSON files at data_storage_path, the database at
-    storage.dsn), whichever of them storage.backend names."""
+    storage.dsn), whichever of them storage.backend names; each is opened here, once."""
     from memory_mcp.migrate import backend_settings, migrate, open_backend
 
     if args.source == args.target:
         raise InvalidInput(f"--from and --to must name different backends (both are {args.source})")
-    source, target = (backend_settings(service.settings, name) for name in (args.source, args.target))
+    source, target = (backend_settings(settings, name) for name in (args.source, args.target))
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
         report = migrate(reading, writing, checking, resume=args.resume)
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
 
 
-def _token(registry: TokenRegistry, args: argparse.Namespace) -> int:
+def _token(settings: Settings, args: argparse.Namespace) -> int:
+    assert settings.http.tokens_file is not None  # load_settings fills in the default
+    registry = TokenRegistry(settings.http.tokens_file)
     if args.token_action == "add":
         issued = registry.issue(args.user, args.label)
         if args.json:
@@ -367,6 +370,10 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "import": _import,
     "forget": _forget,
     "flush": _flush,
+}
+# Commands that open no memory store through the service: the token file, or both backends at once.
+STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "token": _token,
     "migrate": _migrate,
 }
 

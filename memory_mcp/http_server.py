@@ -63,12 +63,13 @@ def auth_required(http: HttpSettings, registry: TokenRegistry) -> bool:
 
 
 def run_http(service: MemoryService, http: HttpSettings) -> None:
-    """Serve until SIGINT/SIGTERM; then finish open requests, and drain pending updates (the
-    caller's `service.close()`)."""
+    """Start the service's background work once the setup is known to be allowed, and serve until
+    SIGINT/SIGTERM; then finish open requests (the caller's `service.close()` drains updates)."""
     assert http.tokens_file is not None  # load_settings fills in the default
     registry = TokenRegistry(http.tokens_file)
     with_auth = auth_required(http, registry)
     app = build_http_app(service, registry if with_auth else None, http.host)
+    service.start()
     log.info(
         "listening on http://%s:%d%s; %s",
         http.host,
