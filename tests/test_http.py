@@ -26,7 +26,11 @@ from http_helpers import (
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import add, ok, recall, run, snapshot, write_config
 
-from memory_mcp.config import load_settings
+from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
+from memory_mcp.config import Settings, load_settings
+from memory_mcp.http_server import MCP_PATH, token_auth_settings
+from memory_mcp.server import build_server
+from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.json_store import JsonStore
 
@@ -228,12 +232,6 @@ def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) 
 def test_the_mcp_layer_binds_every_request_to_the_token_user_even_past_the_http_check(tmp_path: Path) -> None:
     """Should a request shape ever slip past the 403 check, the MCP middleware still makes it act
     as the token's user: here the app runs without that check, in process."""
-    from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
-    from memory_mcp.config import Settings
-    from memory_mcp.http_server import MCP_PATH, token_auth_settings
-    from memory_mcp.server import build_server
-    from memory_mcp.service import MemoryService
-
     service = MemoryService(Settings(data_storage_path=tmp_path / "data"))
     registry = TokenRegistry(tmp_path / "tokens.json")
     alice = registry.issue("alice").token
