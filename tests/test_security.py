@@ -365,8 +365,7 @@ PATHLIKE = re.compile(r"root|dir|path|home|parent|assistants", re.IGNORECASE)
 # Components joined onto a path that are neither constants nor validate_identifier(...), each
 # with why it is safe. A new entry here is a security decision: review it before adding it.
 REVIEWED_JOINS = {
-    ("config.py", "settings.data_storage_path"): "the operator's config file, not a tool argument",
-    ("config.py", "tokens_file"): "http.tokens_file from the operator's config file, not a tool argument",
+    ("config.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
     ("store/json_store.py", "user_id"): "list_scopes: names from list_users, which keeps only valid identifiers",
     ("importers.py", "name"): "CLI import --from-memoryos: the operator's own MemoryOS folder and --user/--assistant "
     "arguments (a MemoryOS user id is validated before it becomes ours)",
