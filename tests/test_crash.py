@@ -523,6 +523,7 @@ class Counts:
     spawned: int = 0
     before_first_ack: int = 0
     requests: int = 0
+    cut_by_kill: int = 0
     lifetimes: list[float] = field(default_factory=list)
 
 
@@ -563,9 +564,16 @@ def crash_cycle(
         },
     )
     where = f"lane {lane} cycle {number} ({server.kind} server)"
+    killed = False
+    cut_by_kill = 0
 
     def handle(line: bytes) -> None:
-        nonlocal acks, ready, kill_at, last_progress
+        nonlocal acks, ready, kill_at, last_progress, cut_by_kill
+        if killed and not line.endswith(b"\n"):
+            # The kill landed while the server was writing this response: a client never gets it,
+            # so it acknowledges nothing (the pages it names may or may not be stored).
+            cut_by_kill += 1
+            return
         try:
             message = json.loads(line)
         except ValueError:
@@ -621,6 +629,7 @@ def crash_cycle(
 
     lived = time.monotonic() - server.started
     server.kill()
+    killed = True
     server.wait_dead()
     for line in server.drain():  # written before the kill: acknowledged, whether read in time or not
         handle(line)
@@ -630,6 +639,7 @@ def crash_cycle(
         counts.spawned += spawn
         counts.before_first_ack += acks_wanted == 0
         counts.requests += sequence
+        counts.cut_by_kill += cut_by_kill
         counts.lifetimes.append(lived)
 
 
@@ -817,6 +827,7 @@ def test_acknowledged_adds_survive_sigkill_at_any_instant(tmp_path: Path, llm: S
         "spawned_servers_killed": counts.spawned,
         "kills_before_first_ack": counts.before_first_ack,
         "requests_sent": counts.requests,
+        "responses_cut_by_kill": counts.cut_by_kill,
         "acknowledged_writes_verified": verified,
         "lost": 0,
         "duplicated": 0,
