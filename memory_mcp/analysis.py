@@ -39,8 +39,11 @@ def tokenize(text: str) -> list[str]:
     Bigrams are how search engines index CJK text without a dictionary: a two-character word
     in the query matches the same two characters wherever they stand in a page.
     """
+    folded = text.casefold()
+    if not _CJK_RUN.search(folded):
+        return _TOKEN.findall(folded)  # the common case, without a Python step per word
     tokens: list[str] = []
-    for match in _TOKEN.finditer(text.casefold()):
+    for match in _TOKEN.finditer(folded):
         run = match.group()
         if _CJK_RUN.fullmatch(run) and len(run) > 1:
             tokens.extend(run[i : i + 2] for i in range(len(run) - 1))

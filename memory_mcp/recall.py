@@ -116,8 +116,7 @@ class PageRecall:
             if cache.generation != page_log.generation:
                 cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
             pages = page_log.pages
-            for page in pages[len(cache.index) : len(pages)]:
-                cache.index.add(_page_text(page), thread_key(page))
+            cache.index.extend([(_page_text(page), thread_key(page)) for page in pages[len(cache.index) : len(pages)]])
             cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
         return cache
 

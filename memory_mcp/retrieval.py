@@ -7,6 +7,9 @@ weights, so an add costs O(words in the page) and a query O(postings of its term
 Each page is indexed together with half the weight of the pages before and after it in the same
 thread: an answer ("In May, at the lake") often names its topic only in the question before it.
 On LoCoMo this neighbour text lifts recall@10 by about six points.
+
+A fresh index given many pages at once (a server's first retrieve for a user) is built in one
+vectorised pass instead, to the same postings: 100k pages in seconds rather than tens of seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 from memory_mcp.analysis import analyze
 
 NEIGHBOUR_WEIGHT = 0.5
+# Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
+BULK_BUILD_MIN_DOCUMENTS = 2000
 
 
 @dataclass
@@ -67,6 +72,102 @@ class LexicalIndex:
         self._lengths.append(length)
         self._total_length += length
         self._last_by_thread[thread] = _LastPage(document, counts, slots)
+
+    def extend(self, documents: Sequence[tuple[str, str]]) -> None:
+        """Index (text, thread) documents in order, as `add` would one by one."""
+        if len(self._lengths) == 0 and len(documents) >= BULK_BUILD_MIN_DOCUMENTS:
+            self._build(documents)
+            return
+        for text, thread in documents:
+            self.add(text, thread)
+
+    def _build(self, documents: Sequence[tuple[str, str]]) -> None:
+        """The postings `add` would make, computed as sparse matrices: with C the documents' own
+        term counts and N the thread-neighbour matrix (NEIGHBOUR_WEIGHT at the previous and the
+        next page of the same thread), the weights are C + N·C. Every weight is a multiple of one
+        half, so the sums are exact in any order and the scores equal those of `add`."""
+        import numpy as np
+        from scipy import sparse
+
+        size = len(documents)
+        vocabulary: dict[str, int] = {}
+        term_number = vocabulary.setdefault
+        rows: list[int] = []
+        columns: list[int] = []
+        values: list[int] = []
+        previous = np.full(size, -1, dtype=np.int64)
+        last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
+        for document, (text, thread) in enumerate(documents):
+            counts = Counter(analyze(text))
+            rows.extend([document] * len(counts))
+            columns.extend([term_number(term, len(vocabulary)) for term in counts])
+            values.extend(counts.values())
+            last = last_by_thread.get(thread)
+            if last is not None:
+                previous[document] = last[0]
+            last_by_thread[thread] = (document, counts)
+        own = sparse.csr_matrix(
+            (np.array(values, dtype=np.float64), (np.array(rows), np.array(columns))), shape=(size, len(vocabulary))
+        )
+        del rows, columns, values
+        later = np.flatnonzero(previous >= 0)
+        earlier = previous[later]
+        # Row d of N lends page d the terms of the page before it and of the page after it.
+        neighbours = sparse.csr_matrix(
+            (
+                np.full(2 * len(later), NEIGHBOUR_WEIGHT),
+                (np.concatenate([later, earlier]), np.concatenate([earlier, later])),
+            ),
+            shape=(size, size),
+        )
+        by_document = (own + neighbours @ own).tocsr()
+        del own, neighbours
+        by_term = by_document.tocsc()
+        by_term.sort_indices()
+
+        lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
+        self._lengths = array("d", lengths.tobytes())
+        self._total_length = float(lengths.sum())
+        starts = by_term.indptr
+        posted_documents = by_term.indices.astype(np.uint32)
+        terms = list(vocabulary)
+        self._postings = {
+            term: (
+                array("I", posted_documents[starts[column] : starts[column + 1]].tobytes()),
+                array("d", by_term.data[starts[column] : starts[column + 1]].tobytes()),
+            )
+            for column, term in enumerate(terms)
+        }
+        self._last_by_thread = self._last_pages(by_document, starts, posted_documents, terms, last_by_thread)
+
+    @staticmethod
+    def _last_pages(
+        by_document: Any,
+        starts: Any,
+        posted_documents: Any,
+        terms: list[str],
+        last_by_thread: dict[str, tuple[int, Counter[str]]],
+    ) -> dict[str, _LastPage]:
+        """Each thread's newest page with where it stands in each of its terms' postings, so that
+        the next page `add`s to the thread can lend it terms."""
+        import numpy as np
+
+        newest = np.array([document for document, _ in last_by_thread.values()], dtype=np.int64)
+        row_starts = by_document.indptr
+        per_page = row_starts[newest + 1] - row_starts[newest]
+        page_terms = np.concatenate([by_document.indices[row_starts[d] : row_starts[d + 1]] for d in newest])
+        # Postings are sorted by (term, document) overall: one binary search finds them all.
+        keys = np.repeat(np.arange(len(terms), dtype=np.int64), np.diff(starts)) * len(row_starts) + posted_documents
+        wanted = page_terms.astype(np.int64) * len(row_starts) + np.repeat(newest, per_page)
+        slots = (np.searchsorted(keys, wanted) - starts[page_terms]).tolist()
+        page_terms_list = page_terms.tolist()
+        pages: dict[str, _LastPage] = {}
+        offset = 0
+        for (thread, (document, counts)), count in zip(last_by_thread.items(), per_page.tolist(), strict=True):
+            span = range(offset, offset + count)
+            pages[thread] = _LastPage(document, counts, {terms[page_terms_list[i]]: slots[i] for i in span})
+            offset += count
+        return pages
 
     def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
         """Half of the new page's terms join the thread's previous page."""

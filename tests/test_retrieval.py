@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
+import random
 
 from memory_mcp.analysis import tokenize
-from memory_mcp.retrieval import LexicalIndex
+from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
 
 # --- tokenize -------------------------------------------------------------------------------
 
@@ -257,3 +257,57 @@ def test_stemming_and_function_words() -> None:
 
     assert [number for number, _ in index.search("hiked mountain", limit=2)] == [0]
     assert index.search("what did they do", limit=2) == []  # function words alone match nothing
+
+
+# --- building a fresh index from many pages at once ---------------------------------------------
+
+
+def conversation(count: int, seed: int) -> list[tuple[str, str]]:
+    """Pages over a small vocabulary (so terms repeat across pages and within them), in a few
+    interleaved threads, some pages empty of index terms."""
+    rng = random.Random(seed)
+    words = [f"w{number}" for number in range(300)] + ["hiking", "hiked", "the", "what", "我喜欢猫"]
+    threads = ["", "a", "b", "c", "thread-d"]
+    pages = []
+    for _ in range(count):
+        text = "the what" if rng.random() < 0.02 else " ".join(rng.choices(words, k=rng.randint(1, 40)))
+        pages.append((text, rng.choice(threads)))
+    return pages
+
+
+def one_by_one(pages: list[tuple[str, str]]) -> LexicalIndex:
+    index = LexicalIndex()
+    for text, thread in pages:
+        index.add(text, thread)
+    return index
+
+
+def test_a_fresh_index_built_at_once_ranks_exactly_as_one_built_page_by_page() -> None:
+    pages = conversation(BULK_BUILD_MIN_DOCUMENTS + 500, seed=7)
+    expected = one_by_one(pages)
+    bulk = LexicalIndex()
+    bulk.extend(pages)
+
+    assert len(bulk) == len(expected) == len(pages)
+    rng = random.Random(8)
+    queries = ["w1", "hiking w7 w250", "我喜欢", "the what", "w299 w0 w150 w3"] + [
+        " ".join(rng.choices(pages, k=1)[0][0].split()[:3]) for _ in range(40)
+    ]
+    for query in queries:
+        assert bulk.search(query, 20) == expected.search(query, 20), query
+        assert bulk.search(query, 5, among_first=1000) == expected.search(query, 5, among_first=1000), query
+
+
+def test_pages_added_after_a_bulk_build_lend_their_neighbours_text_as_usual() -> None:
+    pages = conversation(BULK_BUILD_MIN_DOCUMENTS, seed=11)
+    later = conversation(300, seed=12) + [("zebra crossing", "a"), ("where exactly", "a")]
+    expected = one_by_one(pages + later)
+    bulk = LexicalIndex()
+    bulk.extend(pages)
+    bulk.extend(later)
+
+    for query in ["zebra", "w5 w6", "hiked", "w42 w43 w44", "crossing w9"]:
+        assert bulk.search(query, 30) == expected.search(query, 30), query
+    # The last page of thread "a" before `later` took words from the first page of `later` in "a".
+    first_later_in_a = next(text for text, thread in later if thread == "a")
+    assert bulk.search(first_later_in_a, 50) == expected.search(first_later_in_a, 50)
