@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,24 +93,28 @@ class LexicalIndex:
         size = len(documents)
         vocabulary: dict[str, int] = {}
         term_number = vocabulary.setdefault
-        rows: list[int] = []
-        columns: list[int] = []
-        values: list[int] = []
+        # Compact buffers, not lists: millions of Python ints would double the build's peak memory.
+        columns, counted, row_ends = array("i"), array("i"), array("q", [0])
         previous = np.full(size, -1, dtype=np.int64)
         last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
         for document, (text, thread) in enumerate(documents):
             counts = Counter(analyze(text))
-            rows.extend([document] * len(counts))
             columns.extend([term_number(term, len(vocabulary)) for term in counts])
-            values.extend(counts.values())
+            counted.extend(counts.values())
+            row_ends.append(len(columns))
             last = last_by_thread.get(thread)
             if last is not None:
                 previous[document] = last[0]
             last_by_thread[thread] = (document, counts)
         own = sparse.csr_matrix(
-            (np.array(values, dtype=np.float64), (np.array(rows), np.array(columns))), shape=(size, len(vocabulary))
+            (
+                np.frombuffer(counted, dtype=np.int32).astype(np.float64),
+                np.frombuffer(columns, dtype=np.int32),
+                row_ends,
+            ),
+            shape=(size, len(vocabulary)),
         )
-        del rows, columns, values
+        del columns, counted, row_ends
         later = np.flatnonzero(previous >= 0)
         earlier = previous[later]
         # Row d of N lends page d the terms of the page before it and of the page after it.
@@ -122,52 +127,37 @@ class LexicalIndex:
         )
         by_document = (own + neighbours @ own).tocsr()
         del own, neighbours
+        lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
+        terms = list(vocabulary)
+        newest_terms = {
+            thread: [terms[column] for column in by_document.indices[by_document.indptr[d] : by_document.indptr[d + 1]]]
+            for thread, (d, _) in last_by_thread.items()
+        }
         by_term = by_document.tocsc()
+        del by_document
         by_term.sort_indices()
 
-        lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
         self._lengths = array("d", lengths.tobytes())
         self._total_length = float(lengths.sum())
-        starts = by_term.indptr
-        posted_documents = by_term.indices.astype(np.uint32)
-        terms = list(vocabulary)
+        starts, posted, weights = by_term.indptr, by_term.indices.astype(np.uint32), by_term.data
+        del by_term
         self._postings = {
             term: (
-                array("I", posted_documents[starts[column] : starts[column + 1]].tobytes()),
-                array("d", by_term.data[starts[column] : starts[column + 1]].tobytes()),
+                array("I", posted[starts[column] : starts[column + 1]].tobytes()),
+                array("d", weights[starts[column] : starts[column + 1]].tobytes()),
             )
             for column, term in enumerate(terms)
         }
-        self._last_by_thread = self._last_pages(by_document, starts, posted_documents, terms, last_by_thread)
-
-    @staticmethod
-    def _last_pages(
-        by_document: Any,
-        starts: Any,
-        posted_documents: Any,
-        terms: list[str],
-        last_by_thread: dict[str, tuple[int, Counter[str]]],
-    ) -> dict[str, _LastPage]:
-        """Each thread's newest page with where it stands in each of its terms' postings, so that
-        the next page `add`s to the thread can lend it terms."""
-        import numpy as np
-
-        newest = np.array([document for document, _ in last_by_thread.values()], dtype=np.int64)
-        row_starts = by_document.indptr
-        per_page = row_starts[newest + 1] - row_starts[newest]
-        page_terms = np.concatenate([by_document.indices[row_starts[d] : row_starts[d + 1]] for d in newest])
-        # Postings are sorted by (term, document) overall: one binary search finds them all.
-        keys = np.repeat(np.arange(len(terms), dtype=np.int64), np.diff(starts)) * len(row_starts) + posted_documents
-        wanted = page_terms.astype(np.int64) * len(row_starts) + np.repeat(newest, per_page)
-        slots = (np.searchsorted(keys, wanted) - starts[page_terms]).tolist()
-        page_terms_list = page_terms.tolist()
-        pages: dict[str, _LastPage] = {}
-        offset = 0
-        for (thread, (document, counts)), count in zip(last_by_thread.items(), per_page.tolist(), strict=True):
-            span = range(offset, offset + count)
-            pages[thread] = _LastPage(document, counts, {terms[page_terms_list[i]]: slots[i] for i in span})
-            offset += count
-        return pages
+        # Each thread's newest page, with its place in each of its terms' postings (sorted by
+        # document here), so that the next page `add`s to the thread can lend it terms.
+        self._last_by_thread = {
+            thread: _LastPage(
+                document,
+                counts,
+                {term: bisect_left(self._postings[term][0], document) for term in newest_terms[thread]},
+            )
+            for thread, (document, counts) in last_by_thread.items()
+        }
 
     def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
         """Half of the new page's terms join the thread's previous page."""

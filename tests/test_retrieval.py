@@ -14,6 +14,10 @@ def test_tokenize_lowercases_and_splits_on_punctuation_and_underscores() -> None
     assert tokenize("Hello, WORLD! snake_case  Straße 42") == ["hello", "world", "snake", "case", "strasse", "42"]
 
 
+def test_tokenize_plain_ascii_text_the_same_way() -> None:
+    assert tokenize("Snake_case, CamelCase 42x! it's") == ["snake", "case", "camelcase", "42x", "it", "s"]
+
+
 def test_tokenize_empty_and_punctuation_only() -> None:
     assert tokenize("") == []
     assert tokenize(" ?!... ，。 ") == []
