@@ -85,9 +85,7 @@ class ChatClient:
 
         def request() -> None:
             try:
-                outcome["response"] = client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=0
-                )
+                outcome["response"] = client.chat.completions.create(model=self.model, messages=messages, temperature=0)
             except Exception as exc:  # handed to the caller's thread, classified there
                 outcome["error"] = exc
 

@@ -7,7 +7,7 @@ either system read the same; tool results use MemoryOS's snake_case names.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -24,14 +24,14 @@ TIMESTAMP_RULE = "ISO 8601 (2024-05-01T13:56:00Z) or 'YYYY-MM-DD HH:MM:SS'"
 
 def utc_now() -> str:
     """The current time in the one stored form."""
-    return format_timestamp(datetime.now(timezone.utc))
+    return format_timestamp(datetime.now(UTC))
 
 
 def format_timestamp(moment: datetime) -> str:
     """Stored form: UTC, second precision, `Z` suffix. Naive times are taken as UTC."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def normalise_timestamp(value: str) -> str:

@@ -6,12 +6,13 @@ import contextlib
 import json
 import logging
 import threading
-from urllib.parse import urlsplit, urlunsplit
 from collections.abc import Sequence
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from memory_mcp import __version__, ownership
 from memory_mcp.config import Settings
+from memory_mcp.context import build_context
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
@@ -23,15 +24,15 @@ from memory_mcp.models import (
     DeleteFactRequest,
     ExportDocument,
     ExportRequest,
+    Fact,
     FactChangeResult,
     FactsResult,
+    FlushRequest,
+    FlushResult,
     ForgetRequest,
     ForgetResult,
     ImportRequest,
     ImportResult,
-    Fact,
-    FlushRequest,
-    FlushResult,
     KnowledgeEntry,
     MemoryDocument,
     Page,
@@ -39,25 +40,24 @@ from memory_mcp.models import (
     ProfileSections,
     RetrieveMemoryRequest,
     RetrieveMemoryResult,
-    SearchFactsRequest,
-    StatusResult,
-    UpdateFactRequest,
-    UserSummary,
     ScoredFact,
     ScoredKnowledge,
     ScoredPage,
+    SearchFactsRequest,
+    StatusResult,
+    UpdateFactRequest,
     UserProfileResult,
+    UserSummary,
     utc_now,
 )
 from memory_mcp.pending import thread_key
 from memory_mcp.queue import UpdateQueue
-from memory_mcp.context import build_context
 from memory_mcp.recall import PageRecall
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
-from memory_mcp.tokens import TokenCounter
-from memory_mcp.transfer import MergeCounts, parse_import
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
+from memory_mcp.tokens import TokenCounter
+from memory_mcp.transfer import MergeCounts, parse_import
 from memory_mcp.updater import Updater, UpdateReport, pending_threads
 
 log = logging.getLogger(__name__)

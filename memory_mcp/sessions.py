@@ -14,7 +14,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memory_mcp.config import Settings
 from memory_mcp.models import MemoryDocument, Page, SessionState
@@ -137,9 +137,9 @@ def sessions_to_archive(
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _parse(timestamp: str) -> datetime:
     moment = datetime.fromisoformat(timestamp)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

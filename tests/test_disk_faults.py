@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from scripted_llm import ScriptedLLM, reply
-from tool_helpers import Tools
 from stdio_helpers import RawServer
+from tool_helpers import Tools
 
 from memory_mcp.config import Settings
 from memory_mcp.service import MemoryService

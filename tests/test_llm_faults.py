@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 from scripted_llm import ScriptedLLM, Step, reply
-from tool_helpers import Tools
 from stdio_helpers import RawServer, write_config
+from tool_helpers import Tools
 
 from memory_mcp.config import Settings
 from memory_mcp.models import Fact, MemoryDocument

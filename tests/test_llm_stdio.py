@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from scripted_llm import ScriptedLLM, Step, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import openai  # noqa: F401  (the product imports it on its first LLM call, ~1 s: not inside a timed window)
 import pytest
+from scripted_llm import ScriptedLLM, Step, reply
 
 from memory_mcp.config import Settings
 from memory_mcp.models import AddMemoryRequest, AddMemoryResult, FlushRequest, FlushResult
@@ -26,7 +27,6 @@ from memory_mcp.queue import MAX_DEFERRALS, RETRY_BASE_SECONDS, RETRY_MAX_SECOND
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.updater import UpdateReport, pending_threads
-from scripted_llm import ScriptedLLM, Step, reply
 
 TEST_MEMORY = {
     "debounce_seconds": 0.3,

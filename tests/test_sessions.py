@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from memory_mcp.store import Scope
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_llm import ScriptedLLM, reply  # noqa: E402
 
-NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def add(service: MemoryService, text: str, thread: str, user_id: str = "alice") -> None:

@@ -11,12 +11,11 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
-
 from stdio_helpers import (
     HANDSHAKE_PROTOCOL_VERSION,
     RawServer,
@@ -231,9 +230,9 @@ def test_meta_data_thread_id_and_timestamps_round_trip_exactly(home: Path, errlo
                 )
                 for i, (given, _) in enumerate(TIMESTAMPS)
             ]
-            before = datetime.now(timezone.utc).replace(microsecond=0)
+            before = datetime.now(UTC).replace(microsecond=0)
             now_page = await add(client, "no timestamp given", "ok")
-            after = datetime.now(timezone.utc)
+            after = datetime.now(UTC)
             return added, now_page, await recall(client, "timestamp case"), before, after
 
     added, now_page, result, before, after = run(body)
@@ -250,7 +249,7 @@ def test_meta_data_thread_id_and_timestamps_round_trip_exactly(home: Path, errlo
     # No timestamp: the server's current time, in the same stored form.
     stamp = now_page["timestamp"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
-    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     assert before - timedelta(seconds=1) <= moment <= after + timedelta(seconds=1)
     assert stored[now_page["page_id"]]["meta_data"] is None
     assert stored[now_page["page_id"]]["thread_id"] is None

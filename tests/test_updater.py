@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted_llm import ScriptedLLM, Step, reply
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMTransientError
@@ -33,7 +34,6 @@ from memory_mcp.models import (
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.updater import MAX_BATCH_PAGES, parse_reply
-from scripted_llm import ScriptedLLM, Step, reply
 
 CORRECTION_HINT = "appears to correct the assistant"
 REINFORCEMENT_HINT = "appears to confirm the assistant"
