@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
+from scripted_llm import ScriptedLLM
 
 from memory_mcp.config import Settings
 from memory_mcp.service import MemoryService
@@ -24,6 +26,28 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     yield home
+
+
+@pytest.fixture
+def home(isolated_home: Path) -> Path:
+    """The data directory a server gets through MEMORY_MCP_HOME (not created in advance)."""
+    return isolated_home
+
+
+@pytest.fixture
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
+    """Where a server's stderr goes, so logs neither clutter the test output nor get lost."""
+    with (tmp_path / "server-stderr.log").open("w", encoding="utf-8") as stream:
+        yield stream
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    """A scripted OpenAI-compatible endpoint on 127.0.0.1 with nothing queued (modules with their
+    own script define their own `llm`)."""
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

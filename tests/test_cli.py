@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_memory import DEERFLOW_MEMORY
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import server_env, snapshot, write_config
 
@@ -84,11 +85,6 @@ def cli_many(home: Path, commands: Sequence[Sequence[str | Path]]) -> list[Outco
     """Several independent commands at once (each its own process), to keep the suite quick."""
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda args: cli(home, *args), commands))
-
-
-@pytest.fixture
-def home(isolated_home: Path) -> Path:
-    return isolated_home
 
 
 @pytest.fixture
@@ -379,42 +375,6 @@ def test_an_import_file_with_over_deep_meta_data_is_one_error_line_and_erases_no
 
 
 # --- import: other user, replace, DeerFlow, MemoryOS ----------------------------------------------
-
-
-DEERFLOW_MEMORY = {
-    "version": "1.0",
-    "lastUpdated": "2024-05-01T12:00:00Z",
-    "user": {
-        "workContext": {"summary": "Data engineer at Acme", "updatedAt": "2024-04-01T00:00:00Z"},
-        "personalContext": {"summary": "Lives in Lyon with two cats", "updatedAt": "2024-04-02T00:00:00Z"},
-        "topOfMind": {"summary": "", "updatedAt": ""},
-    },
-    "history": {
-        "recentMonths": {"summary": "Moved from Paris to Lyon", "updatedAt": "2024-04-03T00:00:00Z"},
-        "earlierContext": {"summary": "", "updatedAt": ""},
-        "longTermBackground": {"summary": "Studied physics", "updatedAt": "2024-04-04T00:00:00Z"},
-    },
-    "facts": [
-        {
-            "id": "fact_df1",
-            "content": "Prefers Rust over Go",
-            "category": "preference",
-            "confidence": 0.9,
-            "createdAt": "2024-04-01T00:00:00Z",
-            "source": "thread-42",
-            "sourceError": None,
-        },
-        {
-            "id": "fact_df2",
-            "content": "Has two cats",
-            "category": "context",
-            "confidence": 0.8,
-            "createdAt": "2024-04-02T00:00:00Z",
-            "source": "thread-43",
-            "sourceError": "said three cats at first",
-        },
-    ],
-}
 
 
 def test_import_into_another_user_with_replace_and_a_deerflow_memory_json(

@@ -201,13 +201,6 @@ def tool_error(call: Callable[[], Any]) -> str:
 
 
 @pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def make_tools(llm: ScriptedLLM) -> Iterator[Callable[..., Tools]]:
     opened: list[MemoryService] = []
 

@@ -28,6 +28,7 @@ import pytest
 from scripted_llm import ScriptedLLM, Step, reply
 from stdio_helpers import RawServer, write_config
 from tool_helpers import Tools
+from waiting import stays, wait_until
 
 from memory_mcp.config import Settings
 from memory_mcp.models import Fact, MemoryDocument
@@ -40,23 +41,6 @@ ERROR_TEXT = ("scripted failure", "LLM endpoint", "rate limit", "Bad Gateway", "
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def stays(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not condition():
-            return False
-        time.sleep(0.02)
-    return condition()
 
 
 def update(facts: list[str] = (), remove: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -112,13 +96,6 @@ def latency(call: Callable[[], Any]) -> float:
     for the LLM is slow both times (the tests measure well inside the LLM's hang)."""
     first = timed(call)[1]
     return first if first <= LATENCY_BOUND else min(first, timed(call)[1])
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

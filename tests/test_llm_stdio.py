@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from scripted_llm import ScriptedLLM, Step, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
+from waiting import wait_until
 
 PROTOCOL_VERSION = HANDSHAKE_PROTOCOL_VERSION
 EXIT_MARGIN = 3.0  # interpreter teardown on a loaded machine, beyond the configured shutdown bound
@@ -128,14 +129,6 @@ class StdioServer:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def fact_update(*contents: str, delay: float = 0.0) -> Step:
     return reply(
         {
@@ -170,13 +163,6 @@ def facts_on_disk(data_dir: Path, user: str) -> list[str]:
 
 # A debounce that never fires by itself: updates run only when flushed, at shutdown, or resumed.
 MEMORY = {"debounce_seconds": 60, "shutdown_flush_seconds": 5, "llm_timeout_seconds": 10, "llm_max_attempts": 2}
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 ServerFactory = Callable[..., StdioServer]

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 import anyio
 import pytest
 from mcp import Client, MCPError
+from sample_memory import DEERFLOW_MEMORY, TRIP
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import add, connect, error_text, ok, recall, run, snapshot, write_config
 
@@ -31,17 +32,6 @@ OWNERSHIP_TOOLS = {
     "memory_status",
 }
 BAD_IDENTIFIERS = ["../x", "a/b", "alice\n", "a" * 65, "bad.id"]
-
-
-@pytest.fixture
-def home(isolated_home: Path) -> Path:
-    return isolated_home
-
-
-@pytest.fixture
-def errlog(tmp_path: Path) -> Iterator[TextIO]:
-    with (tmp_path / "server-stderr.log").open("w", encoding="utf-8") as stream:
-        yield stream
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -419,16 +409,7 @@ def test_forget_with_an_llm_and_pending_work_leaves_no_file_of_the_user(
 
 async def seed(client: Client, user: str = "alice") -> dict[str, Any]:
     """Pages in several threads with meta_data, facts (one superseded) and an agent's own memory."""
-    texts = [
-        ("We are planning a trip to Kyoto in April", "Kyoto in April has cherry blossoms.", "trip"),
-        ("I booked a ryokan near the Kyoto temples", "A ryokan is a lovely choice.", "trip"),
-        ("My manager wants the quarterly report by Friday", "Let's plan the report.", "work"),
-        ("The quarterly report needs sales charts", "Charts make reports clearer.", "work"),
-        ("I bought a new road bike", "Enjoy the road bike!", None),
-        ("Kyoto temples open early in the morning", "Go early to avoid crowds.", "trip"),
-        ("My cat knocked over the plant", "Cats will be cats.", None),
-        ("Remind me to water the plants", "I will remind you.", None),
-    ]
+    texts = TRIP
     pages = []
     for number, (user_input, agent_response, thread) in enumerate(texts):
         fields: dict[str, Any] = {
@@ -642,45 +623,6 @@ def test_replace_import_after_forget_restores_the_user(home: Path, errlog: TextI
     document, result, users = run(body)
     assert ok(result)["pages_added"] == len(document["pages"]) + 1
     assert users == ["alice"]
-
-
-DEERFLOW_MEMORY = {
-    "version": "1.0",
-    "lastUpdated": "2024-05-01T12:00:00Z",
-    "user": {
-        "workContext": {
-            "summary": "Data engineer at Acme, migrating pipelines to Rust",
-            "updatedAt": "2024-04-01T00:00:00Z",
-        },
-        "personalContext": {"summary": "Lives in Lyon with two cats", "updatedAt": "2024-04-02T00:00:00Z"},
-        "topOfMind": {"summary": "", "updatedAt": ""},
-    },
-    "history": {
-        "recentMonths": {"summary": "Moved from Paris to Lyon", "updatedAt": "2024-04-03T00:00:00Z"},
-        "earlierContext": {"summary": "", "updatedAt": ""},
-        "longTermBackground": {"summary": "Studied physics", "updatedAt": "2024-04-04T00:00:00Z"},
-    },
-    "facts": [
-        {
-            "id": "fact_df1",
-            "content": "Prefers Rust over Go",
-            "category": "preference",
-            "confidence": 0.9,
-            "createdAt": "2024-04-01T00:00:00Z",
-            "source": "thread-42",
-            "sourceError": None,
-        },
-        {
-            "id": "fact_df2",
-            "content": "Has two cats",
-            "category": "context",
-            "confidence": 0.8,
-            "createdAt": "2024-04-02T00:00:00Z",
-            "source": "thread-43",
-            "sourceError": "said three cats at first",
-        },
-    ],
-}
 
 
 def test_deerflow_memory_json_imports_through_the_tool(home: Path, errlog: TextIO) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import openai  # noqa: F401  (the product imports it on its first LLM call, ~1 s: not inside a timed window)
 import pytest
 from scripted_llm import ScriptedLLM, Step, reply
+from waiting import stays, wait_until
 
 from memory_mcp.config import Settings
 from memory_mcp.models import AddMemoryRequest, AddMemoryResult, FlushRequest, FlushResult
@@ -38,24 +39,6 @@ EARLY = 0.02  # timers may fire this much early, by clock granularity
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
-def stays(condition: Callable[[], bool], seconds: float) -> bool:
-    """True if `condition` holds throughout the next `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not condition():
-            return False
-        time.sleep(0.01)
-    return condition()
 
 
 def fact_update(content: str, delay: float = 0.0) -> Step:
@@ -103,13 +86,6 @@ def facts_of(data_dir: Path, user: str, agent: str | None = None) -> list[str]:
 def all_answered(llm: ScriptedLLM, count: int) -> bool:
     with llm._lock:
         return len(llm.answered) >= count and all(t is not None for t in llm.answered)
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 ServiceFactory = Callable[..., MemoryService]

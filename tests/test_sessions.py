@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted_llm import ScriptedLLM, reply
+from waiting import wait_until
 
 from memory_mcp.config import Settings
 from memory_mcp.models import (
@@ -25,9 +26,6 @@ from memory_mcp.service import MemoryService
 from memory_mcp.sessions import RETRIEVALS_PER_SAVE, heat, session_of, sessions_to_archive
 from memory_mcp.store import Scope
 
-sys.path.insert(0, str(Path(__file__).parent))
-from scripted_llm import ScriptedLLM, reply  # noqa: E402
-
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
 
@@ -37,14 +35,6 @@ def add(service: MemoryService, text: str, thread: str, user_id: str = "alice") 
 
 def retrieve(service: MemoryService, query: str, **fields: Any):
     return service.retrieve_memory(RetrieveMemoryRequest.build(query=query, user_id="alice", **fields))
-
-
-def wait_until(condition: Any, timeout: float = 10.0) -> None:
-    """Visits are saved on a background thread: wait (bounded) for what it writes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def saved_sessions(service: MemoryService) -> dict[str, SessionState]:
@@ -110,7 +100,7 @@ def test_visits_are_saved_in_batches_not_per_query(data_dir: Path) -> None:
     assert not memory_file.exists()  # nineteen queries, no write
 
     retrieve(service, "canoe")
-    wait_until(lambda: memory_file.exists())
+    wait_until(lambda: memory_file.exists(), timeout=10)
     saved = saved_sessions(service)
     assert saved["thread:trip"].visits == RETRIEVALS_PER_SAVE
     assert saved["thread:trip"].lastVisit
@@ -152,7 +142,7 @@ def test_nothing_is_archived_while_its_pages_await_analysis(data_dir: Path) -> N
 
     visit_violin_and_taxes(service)
 
-    wait_until(lambda: saved_sessions(service))  # the visits were saved...
+    wait_until(lambda: saved_sessions(service), timeout=10)  # the visits were saved...
     assert not any(state.archived for state in saved_sessions(service).values())  # ...and nothing archived
     assert retrieve(service, "sailing").retrieved_pages  # still searched
 
@@ -163,7 +153,7 @@ def test_the_coldest_analysed_session_is_archived_but_never_lost(data_dir: Path)
 
     visit_violin_and_taxes(service)
 
-    wait_until(lambda: any(state.archived for state in saved_sessions(service).values()))
+    wait_until(lambda: any(state.archived for state in saved_sessions(service).values()), timeout=10)
     sessions = saved_sessions(service)
     assert {name for name, state in sessions.items() if state.archived} == {"thread:sailing"}
     assert retrieve(service, "sailing lake").retrieved_pages == []
@@ -185,7 +175,7 @@ def test_heat_lifts_a_slightly_weaker_page_only_when_weighted(data_dir: Path) ->
         add(service, "newest", "chat")
         for _ in range(RETRIEVALS_PER_SAVE):
             retrieve(service, "seeds")  # visits only the "popular" session
-        wait_until(lambda: service.store.read_document(Scope("alice")).sessions)
+        wait_until(lambda: service.store.read_document(Scope("alice")).sessions, timeout=10)
         return [page.thread_id for page in retrieve(service, "bread rye flour").retrieved_pages]
 
     assert ranking(0.0)[0] == "plain"  # shorter page, higher BM25

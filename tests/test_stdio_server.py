@@ -10,7 +10,6 @@ import json
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -65,19 +64,6 @@ TOPICS = [
     ("My grandmother taught me to knit scarves.", "Knitting is a lovely skill to inherit."),
     ("I want to visit Patagonia for hiking next spring.", "Patagonia hiking is spectacular."),
 ]
-
-
-@pytest.fixture
-def home(isolated_home: Path) -> Path:
-    """The data directory the server gets through MEMORY_MCP_HOME (not created in advance)."""
-    return isolated_home
-
-
-@pytest.fixture
-def errlog(tmp_path: Path) -> Iterator[TextIO]:
-    """Where the server's stderr goes, so logs neither clutter the test output nor get lost."""
-    with (tmp_path / "server-stderr.log").open("w", encoding="utf-8") as stream:
-        yield stream
 
 
 def stderr_of(errlog: TextIO) -> str:

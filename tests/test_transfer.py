@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_memory import TRIP
 from stdio_helpers import snapshot
 
 from memory_mcp.config import Settings
@@ -296,17 +297,6 @@ def test_merge_documents_fills_only_empty_sections_dedupes_knowledge_and_sums_se
 
 
 # --- import through the service -------------------------------------------------------------------
-
-TRIP = [
-    ("We are planning a trip to Kyoto in April", "Kyoto in April has cherry blossoms.", "trip"),
-    ("I booked a ryokan near the Kyoto temples", "A ryokan is a lovely choice.", "trip"),
-    ("My manager wants the quarterly report by Friday", "Let's plan the report.", "work"),
-    ("The quarterly report needs sales charts", "Charts make reports clearer.", "work"),
-    ("I bought a new road bike", "Enjoy the road bike!", None),
-    ("Kyoto temples open early in the morning", "Go early to avoid crowds.", "trip"),
-    ("My cat knocked over the plant", "Cats will be cats.", None),
-    ("Remind me to water the plants", "I will remind you.", None),
-]
 
 
 def seed(service: MemoryService, user: str = "alice") -> dict[str, Any]:

@@ -119,13 +119,6 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
-
-
 ServiceFactory = Callable[..., MemoryService]
 
 
