@@ -118,6 +118,13 @@ class ScriptedLLM:
             self._server.server_close()
 
 
+def conversation_of(request: dict[str, Any]) -> str:
+    """The user message of a recorded request: what the updater sent (current memory, new
+    exchanges, hints)."""
+    [message] = [m for m in request["messages"] if m["role"] == "user"]
+    return message["content"]
+
+
 def _completion(request: dict[str, Any], content: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-scripted",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, Step, reply
+from scripted_llm import ScriptedLLM, Step, conversation_of, reply
 from stdio_helpers import RawServer, write_config
 from tool_helpers import Tools
 from waiting import stays, wait_until
@@ -50,11 +50,6 @@ def update(facts: list[str] = (), remove: list[str] = ()) -> dict[str, Any]:  # 
         "newFacts": [{"content": content, "category": "context", "confidence": 0.9} for content in facts],
         "factsToRemove": list(remove),
     }
-
-
-def conversation_of(request: dict[str, Any]) -> str:
-    [message] = [m for m in request["messages"] if m["role"] == "user"]
-    return message["content"]
 
 
 def requests_for(llm: ScriptedLLM, text: str) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, Step, reply
+from scripted_llm import ScriptedLLM, Step, conversation_of, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
 from waiting import wait_until
 
@@ -139,11 +139,6 @@ def fact_update(*contents: str, delay: float = 0.0) -> Step:
         },
         delay=delay,
     )
-
-
-def conversation_of(request: dict[str, Any]) -> str:
-    [message] = [m for m in request["messages"] if m["role"] == "user"]
-    return message["content"]
 
 
 def requests_with(llm: ScriptedLLM, text: str) -> list[int]:

@@ -19,11 +19,11 @@ from typing import Any
 
 import openai  # noqa: F401  (the product imports it on its first LLM call, ~1 s: not inside a timed window)
 import pytest
-from scripted_llm import ScriptedLLM, Step, reply
+from core_calls import add, flush
+from scripted_llm import ScriptedLLM, Step, conversation_of, reply
 from waiting import stays, wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.models import AddMemoryRequest, AddMemoryResult, FlushRequest, FlushResult
 from memory_mcp.queue import MAX_DEFERRALS, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, UpdateQueue
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
@@ -51,19 +51,6 @@ def fact_update(content: str, delay: float = 0.0) -> Step:
         },
         delay=delay,
     )
-
-
-def add(service: MemoryService, user_input: str, agent_response: str = "ok", **fields: Any) -> AddMemoryResult:
-    return service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response=agent_response, **fields))
-
-
-def flush(service: MemoryService, **fields: Any) -> FlushResult:
-    return service.flush_memory(FlushRequest.build(**fields))
-
-
-def conversation_of(request: dict[str, Any]) -> str:
-    [message] = [m for m in request["messages"] if m["role"] == "user"]
-    return message["content"]
 
 
 def requests_with(llm: ScriptedLLM, text: str) -> list[int]:

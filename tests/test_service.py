@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_calls import add
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput
@@ -22,10 +23,6 @@ from memory_mcp.models import (
 )
 from memory_mcp.service import EXTRACTION_OFF_NOTE, MemoryService
 from memory_mcp.store import Scope
-
-
-def add(service: MemoryService, user_input: str, agent_response: str = "ok", **fields: Any):
-    return service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response=agent_response, **fields))
 
 
 def retrieve(service: MemoryService, query: str, **fields: Any):

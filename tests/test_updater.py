@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, Step, reply
+from core_calls import add, flush
+from scripted_llm import ScriptedLLM, Step, conversation_of, reply
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMTransientError
 from memory_mcp.models import (
-    AddMemoryRequest,
-    AddMemoryResult,
     Fact,
-    FlushRequest,
     FlushResult,
     MemoryDocument,
     ProfileRequest,
@@ -70,20 +68,6 @@ def update(
 
 def section(summary: str, should_update: bool = True) -> dict[str, Any]:
     return {"summary": summary, "shouldUpdate": should_update}
-
-
-def add(service: MemoryService, user_input: str, agent_response: str = "ok", **fields: Any) -> AddMemoryResult:
-    return service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response=agent_response, **fields))
-
-
-def flush(service: MemoryService, **fields: Any) -> FlushResult:
-    return service.flush_memory(FlushRequest.build(**fields))
-
-
-def conversation_of(request: dict[str, Any]) -> str:
-    """The user message the updater sent: current memory, new exchanges, hints."""
-    [message] = [m for m in request["messages"] if m["role"] == "user"]
-    return message["content"]
 
 
 def memory_file(data_dir: Path, user: str = "alice", agent: str | None = None) -> Path:
