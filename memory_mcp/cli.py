@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     flush = command("flush", "run structured extraction now for everything pending")
     flush.add_argument("user", nargs="?", help="only this user (default: every user)")
     flush.add_argument("--agent")
+    flush.add_argument(
+        "--retry-failed", action="store_true", help="also retry exchanges set aside after repeated unusable replies"
+    )
     move = command("migrate", "copy all stored memory from one storage backend to the other, and verify it")
     move.add_argument("--from", dest="source", choices=["json", "postgres"], required=True, help="backend to read")
     move.add_argument("--to", dest="target", choices=["json", "postgres"], required=True, help="backend to fill")
@@ -183,7 +186,7 @@ def serve(service: MemoryService, transport: str) -> int:
         __version__,
         transport,
         getattr(service.store, "location", None) or settings.data_storage_path,  # a database: its DSN, sans password
-        f"on ({settings.llm_model})" if service.extraction_on else "off (see notes in tool results)",
+        f"extracted by this server ({settings.llm_model})" if service.extraction_on else "left to the host model",
     )
     if transport == "streamable-http":
         return _serve_http(service)
@@ -315,7 +318,10 @@ def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         service.require_stored(args.user, args.agent)
     users = [args.user] if args.user else service.store.list_users()
-    results = [service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent)) for user in users]
+    results = [
+        service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent, retry_failed=args.retry_failed))
+        for user in users
+    ]
     if args.json:
         return _print_json([result.model_dump(mode="json") for result in results])
     for result in results:

@@ -52,6 +52,20 @@ class MemorySettings(BaseModel):
     shutdown_flush_seconds: float = Field(
         10, ge=0, le=300, description="At shutdown, time given to pending updates; the rest resume at next start."
     )
+    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        "auto",
+        description="How the update's JSON shape is asked for: 'auto' sends the JSON schema and falls back to "
+        "'json_object', then to plain text, when the endpoint refuses it.",
+    )
+    llm_max_output_tokens: int = Field(
+        4000, ge=256, le=32000, description="Cap on the length of one LLM reply; a reply cut off there is not applied."
+    )
+    max_batch_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Unusable replies for one batch before its exchanges are set aside (retried on request only).",
+    )
 
 
 class StorageSettings(BaseModel):

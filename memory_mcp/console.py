@@ -30,14 +30,23 @@ out = Console(highlight=False, soft_wrap=False)
 
 def status(result: StatusResult) -> None:
     out.print(f"memory-mcp {result.version}  data: {result.data_dir}")
-    extraction = f"on ({result.llm_model})" if result.extraction == "on" else "off"
+    extraction = {
+        "server": f"extracted by this server ({result.llm_model})",
+        "host": "sent by the host model",
+        "off": "off",
+    }[result.extraction]
     out.print(f"structured memory: {extraction}  token counter: {result.token_counter}")
     for note in result.notes:
         out.print(f"[dim]{note}[/dim]")
-    table = Table("user", "agents", "exchanges", "facts", "pending", title=f"{len(result.users)} users")
+    table = Table("user", "agents", "exchanges", "facts", "pending", "set aside", title=f"{len(result.users)} users")
     for user in result.users:
         table.add_row(
-            user.user_id, ", ".join(user.agents) or "-", str(user.pages), str(user.facts), str(user.pending_pages)
+            user.user_id,
+            ", ".join(user.agents) or "-",
+            str(user.pages),
+            str(user.facts),
+            str(user.pending_pages),
+            str(user.set_aside_pages),
         )
     out.print(table)
 
@@ -106,9 +115,10 @@ def change(result: FactChangeResult | ForgetResult | ImportResult | FlushResult)
         out.print(message)
     if isinstance(result, FlushResult):
         out.print(
-            f"{result.user_id}: structured memory {result.extraction}; analysed {result.pages_analysed} exchanges "
+            f"{result.user_id}: extraction {result.extraction}; analysed {result.pages_analysed} exchanges "
             f"in {result.llm_calls} LLM calls; {len(result.facts_added)} facts added, "
-            f"{len(result.facts_removed)} retired; {result.pending_pages} still pending"
+            f"{len(result.facts_removed)} retired; {result.pending_pages} still pending, "
+            f"{result.set_aside_pages} set aside"
         )
         for line in [*result.errors, *result.notes]:
             out.print(f"[dim]{line}[/dim]")

@@ -1,7 +1,10 @@
 """The OpenAI-compatible chat client: timeouts, retries with backoff, and errors sorted by kind.
 
-Works with any endpoint that speaks the chat-completions API (OpenAI, Ollama, vLLM, LM Studio).
-`openai` is imported on first use, never at server start.
+Works with any endpoint that speaks the chat-completions API (OpenAI, Ollama, vLLM, LM Studio,
+llama.cpp). Endpoints differ in what they accept, so each request asks for the most structure the
+endpoint has not refused yet: a strict JSON schema, then a non-strict one, then any JSON object,
+then plain text; a 400 that names a parameter moves this endpoint and model one step down, once,
+with one log line. `openai` is imported on first use, never at server start.
 """
 
 from __future__ import annotations
@@ -11,11 +14,18 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from memory_mcp.errors import LLMPermanentError, LLMTransientError
 
 log = logging.getLogger(__name__)
+
+ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
+# From the most structure to the least; `auto` starts at the top and falls as far as needed.
+_FORMAT_STEPS = ("strict_schema", "schema", "json_object", "none")
+_FIRST_STEP = {"auto": 0, "json_schema": 0, "json_object": 2, "none": 3}
+_LAST_STEP = {"auto": 3, "json_schema": 1, "json_object": 2, "none": 3}
+_FORMAT_WORDS = ("response_format", "json_schema", "strict", "schema", "json_object")
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,21 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         """Exponential backoff with full jitter, so many clients retrying do not move in step."""
         return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    truncated: bool  # cut off at the output-token cap: the text is incomplete
+
+
+@dataclass
+class _Accepted:
+    """What this endpoint and model have been seen to accept."""
+
+    format_step: int
+    token_parameter: str = "max_tokens"
+    temperature: bool = True
 
 
 class ChatClient:
@@ -44,15 +69,27 @@ class ChatClient:
         model: str,
         timeout: float,
         retry: RetryPolicy,
+        max_output_tokens: int = 4000,
+        response_format: ResponseFormat = "auto",
     ) -> None:
         self.model = model
         self._retry = retry
         self._base_url = base_url
         self._api_key = api_key
         self._timeout = timeout
+        self._max_output_tokens = max_output_tokens
+        self._format_setting = response_format
+        self._accepted = _Accepted(format_step=_FIRST_STEP[response_format])
+        self._accepted_lock = threading.Lock()
 
-    def complete(self, messages: list[dict[str, str]], cancel: threading.Event | None = None) -> str:
-        """The reply text of one chat completion; raises LLMTransientError or LLMPermanentError."""
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        """One chat completion, asked to follow `schema` as far as the endpoint allows; raises
+        LLMTransientError or LLMPermanentError."""
         cancel = cancel or threading.Event()
         last_error: LLMTransientError | None = None
         for attempt in range(self._retry.attempts):
@@ -61,7 +98,7 @@ class ChatClient:
             if cancel.is_set():
                 break
             try:
-                return self._complete_once(messages, cancel)
+                return self._complete_adapting(messages, schema, cancel)
             except LLMTransientError as exc:
                 log.warning("LLM call failed (attempt %d of %d): %s", attempt + 1, self._retry.attempts, exc)
                 last_error = exc
@@ -70,7 +107,65 @@ class ChatClient:
         assert last_error is not None
         raise last_error
 
-    def _complete_once(self, messages: list[dict[str, str]], cancel: threading.Event) -> str:
+    def _complete_adapting(
+        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, cancel: threading.Event
+    ) -> Completion:
+        """An attempt, repeated at once with less asked of the endpoint each time it refuses a
+        parameter by name (at most once per parameter it could refuse)."""
+        while True:
+            with self._accepted_lock:
+                accepted = _Accepted(**vars(self._accepted))
+            request = self._request(messages, schema, accepted)
+            try:
+                return self._complete_once(request, cancel)
+            except _RefusedParameter as refused:
+                if not self._step_down(accepted, refused):
+                    raise LLMPermanentError(
+                        f"LLM endpoint refused the request (400: {refused.message}): check llm_model and key"
+                    ) from None
+
+    def _request(
+        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, accepted: _Accepted
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.model, "messages": messages}
+        request[accepted.token_parameter] = self._max_output_tokens
+        if accepted.temperature:
+            request["temperature"] = 0
+        step = _FORMAT_STEPS[accepted.format_step]
+        if schema is not None and step in ("strict_schema", "schema"):
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "memory_update", "schema": schema, "strict": step == "strict_schema"},
+            }
+        elif schema is not None and step == "json_object":
+            request["response_format"] = {"type": "json_object"}
+        return request
+
+    def _step_down(self, tried: _Accepted, refused: _RefusedParameter) -> bool:
+        """Stop sending what the endpoint refused; False when nothing is left to give up."""
+        with self._accepted_lock:
+            accepted = self._accepted
+            if refused.names("max_tokens") and "max_completion_tokens" in refused.message:
+                accepted.token_parameter = "max_completion_tokens"
+                change = "max_completion_tokens instead of max_tokens"
+            elif refused.names("temperature") and tried.temperature:
+                accepted.temperature = False
+                change = "no temperature"
+            elif refused.names(*_FORMAT_WORDS) and tried.format_step < _LAST_STEP[self._format_setting]:
+                accepted.format_step = max(accepted.format_step, tried.format_step + 1)
+                change = f"response format {_FORMAT_STEPS[accepted.format_step]}"
+            else:
+                return False
+        log.warning(
+            "LLM endpoint %s (model %s) refused a parameter (%s); sending %s from now on",
+            self._base_url or "api.openai.com",
+            self.model,
+            refused.message[:200],
+            change,
+        )
+        return True
+
+    def _complete_once(self, request: dict[str, Any], cancel: threading.Event) -> Completion:
         import openai
 
         # A client per attempt: closing it aborts this request and no other.
@@ -83,13 +178,13 @@ class ChatClient:
         )
         outcome: dict[str, Any] = {}
 
-        def request() -> None:
+        def send() -> None:
             try:
-                outcome["response"] = client.chat.completions.create(model=self.model, messages=messages, temperature=0)
+                outcome["response"] = client.chat.completions.create(**request)
             except Exception as exc:  # handed to the caller's thread, classified there
                 outcome["error"] = exc
 
-        worker = threading.Thread(target=request, name="llm-request", daemon=True)
+        worker = threading.Thread(target=send, name="llm-request", daemon=True)
         worker.start()
         deadline = time.monotonic() + self._timeout
         while worker.is_alive():
@@ -102,15 +197,34 @@ class ChatClient:
         client.close()
         if "error" in outcome:
             raise _classified(outcome["error"]) from outcome["error"]
-        choices = getattr(outcome["response"], "choices", None)
-        content = choices[0].message.content if choices else None
-        if not content:
-            raise LLMTransientError("LLM endpoint returned an empty reply")
-        return content
+        return _completion(outcome["response"])
 
 
-def _classified(exc: Exception) -> LLMTransientError | LLMPermanentError:
-    """Worth retrying, or not until the configuration changes."""
+def _completion(response: Any) -> Completion:
+    choices = getattr(response, "choices", None)
+    choice = choices[0] if choices else None
+    content = choice.message.content if choice is not None and choice.message is not None else None
+    truncated = choice is not None and choice.finish_reason == "length"
+    if not content and not truncated:
+        raise LLMTransientError("LLM endpoint returned an empty reply")
+    return Completion(text=content or "", truncated=truncated)
+
+
+class _RefusedParameter(Exception):
+    """A 400 from the endpoint; `names` tells whether it blames a given parameter."""
+
+    def __init__(self, message: str, parameter: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self._parameter = parameter
+
+    def names(self, *words: str) -> bool:
+        text = f"{self._parameter} {self.message}".lower()
+        return any(word in text for word in words)
+
+
+def _classified(exc: Exception) -> Exception:
+    """Worth retrying, not until the configuration changes, or a parameter to stop sending."""
     import openai
 
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
@@ -118,8 +232,23 @@ def _classified(exc: Exception) -> LLMTransientError | LLMPermanentError:
     if isinstance(exc, openai.RateLimitError):
         return LLMTransientError("LLM endpoint is rate limiting (429)")
     if isinstance(exc, openai.APIStatusError):
+        if exc.status_code in (400, 422):
+            return _RefusedParameter(_error_message(exc), _error_parameter(exc))
         if exc.status_code >= 500 or exc.status_code in (408, 409):
             return LLMTransientError(f"LLM endpoint error {exc.status_code}")
         return LLMPermanentError(f"LLM endpoint refused the request ({exc.status_code}): check model and key")
     # openai.APIError, or ValueError: a 200 whose body is not JSON (cut off, or a proxy's HTML page).
     return LLMTransientError(f"LLM endpoint returned an unusable response: {type(exc).__name__}")
+
+
+def _error_message(exc: Any) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    message = error.get("message") if isinstance(error, dict) else None
+    return " ".join(str(message or exc.message or "bad request").split())[:500]
+
+
+def _error_parameter(exc: Any) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    return str(error.get("param") or "") if isinstance(error, dict) else ""

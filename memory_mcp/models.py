@@ -8,17 +8,34 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from memory_mcp.errors import InvalidInput
 from memory_mcp.ids import validate_identifier
 
 SCHEMA_VERSION = "1.0"
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
+UserSectionName = Literal["workContext", "personalContext", "topOfMind"]
+HistorySectionName = Literal["recentMonths", "earlierContext", "longTermBackground"]
+SectionName = Literal[UserSectionName, HistorySectionName]
+USER_SECTION_NAMES: tuple[str, ...] = get_args(UserSectionName)
+HISTORY_SECTION_NAMES: tuple[str, ...] = get_args(HistorySectionName)
 MAX_META_DATA_DEPTH = 32
 MAX_QUERY_CHARS = 20_000
+MAX_FACT_CHARS = 2000
+MAX_SECTION_CHARS = 4000
+MAX_HOST_FACTS = 50
+FACT_ID_PATTERN = r"^fact_[0-9a-f]{8}$"
 TIMESTAMP_RULE = "ISO 8601 (2024-05-01T13:56:00Z) or 'YYYY-MM-DD HH:MM:SS'"
 
 
@@ -60,6 +77,46 @@ class ScoredPage(Page):
     """A page returned by retrieval, with its relevance to the query (higher is closer)."""
 
     score: float
+
+
+FactText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+
+
+class ProposedFact(BaseModel):
+    """A fact someone proposes to remember (the host model, or the server's updater), before the
+    rules decide whether it enters memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: FactText = Field(description="One short, self-contained statement, in the user's language.")
+    category: FactCategory
+    confidence: float = Field(ge=0, le=1, description="0.9-1.0 stated outright; 0.7-0.89 strongly implied.")
+    sourceError: str | None = Field(
+        None, max_length=MAX_FACT_CHARS, description="For a correction: the mistaken belief or action to avoid."
+    )
+    replaces: str | None = Field(
+        None, pattern=FACT_ID_PATTERN, description="Id of a current fact this one supersedes (kept as history)."
+    )
+
+
+class HostMemory(BaseModel):
+    """What the host model learned from one exchange, stored with the exchange itself so that the
+    page and what it taught are written as one record; applied to memory.json right after."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[ProposedFact] = Field(default_factory=list)
+    profile: dict[SectionName, str] = Field(default_factory=dict)
+
+
+class StoredPage(Page):
+    """A page as the log keeps it. Tool results carry the plain `Page` fields only."""
+
+    host_memory: HostMemory | None = None
+
+    def record(self) -> str:
+        """The page as one log record; without host memory when it carries none (the usual case)."""
+        return self.model_dump_json(exclude=None if self.host_memory is not None else {"host_memory"})
 
 
 class Section(BaseModel):
@@ -115,6 +172,30 @@ class KnowledgeEntry(BaseModel):
     source: str = "unknown"
 
 
+class FailingBatch(BaseModel):
+    """A batch of a thread whose LLM replies could not be used, counted so that it is not retried for ever."""
+
+    model_config = ConfigDict(extra="allow")
+
+    firstPageId: str
+    attempts: int = Field(1, ge=1)
+    reason: str = ""
+    at: str = ""
+
+
+class SetAsideBatch(BaseModel):
+    """Exchanges the updater gave up on: still stored, searched and exported, but not analysed
+    again until someone asks (flush_memory with retry_failed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    thread: str = ""
+    pageIds: list[str]
+    reason: str
+    at: str
+    attempts: int = Field(1, ge=1)
+
+
 class AnalysisProgress(BaseModel):
     """How far the updater has read the page log, so that a restart resumes instead of losing work.
 
@@ -127,6 +208,18 @@ class AnalysisProgress(BaseModel):
 
     allBefore: int = Field(0, ge=0)
     threads: dict[str, int] = Field(default_factory=dict)
+    hostBefore: int = Field(
+        0, ge=0, description="Pages below this have had their host_memory applied (0: the host never sent any)."
+    )
+    failing: dict[str, FailingBatch] = Field(
+        default_factory=dict, description="Per thread: the batch whose replies keep being unusable."
+    )
+    setAside: list[SetAsideBatch] = Field(
+        default_factory=list, description="Batches given up on after memory.max_batch_attempts unusable replies."
+    )
+
+    def set_aside_pages(self) -> int:
+        return sum(len(batch.pageIds) for batch in self.setAside)
 
 
 class SessionState(BaseModel):
@@ -212,6 +305,16 @@ class AddMemoryRequest(_Request):
     timestamp: str | None = None
     meta_data: dict[str, Any] | None = None
     thread_id: str | None = None
+    facts: list[ProposedFact] | None = Field(None, max_length=MAX_HOST_FACTS)
+    profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = None
+
+    @property
+    def host_memory(self) -> HostMemory | None:
+        """What the host model sent along with the exchange, if anything."""
+        if not self.facts and not self.profile:
+            return None
+        profile = {name: summary.strip() for name, summary in (self.profile or {}).items() if summary.strip()}
+        return HostMemory(facts=self.facts or [], profile=profile)
 
     @field_validator("timestamp", "thread_id", mode="before")
     @classmethod
@@ -242,7 +345,7 @@ class AddMemoryRequest(_Request):
 
 class RetrieveMemoryRequest(_Request):
     query: str = Field(max_length=MAX_QUERY_CHARS)
-    relationship_with_user: str = Field("friend", max_length=200)
+    relationship_with_user: str = Field("", max_length=200)
     style_hint: str = Field("", max_length=1000)
     max_results: int = Field(10, ge=1, le=100)
     max_tokens: int | None = Field(None, ge=100, le=8000)
@@ -251,7 +354,7 @@ class RetrieveMemoryRequest(_Request):
 
 
 class FlushRequest(_Request):
-    pass
+    retry_failed: bool = False
 
 
 class ProfileRequest(_Request):
@@ -269,10 +372,18 @@ def parse_request(model: type[RequestT], **fields: Any) -> RequestT:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"])
+            field = _field_path(error["loc"])
             message = error["msg"].removeprefix("Value error, ")
             problems.append(message if not field or message.startswith(field) else f"{field}: {message}")
         raise InvalidInput("; ".join(problems)) from None
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    """A field as a reader writes it: facts[2].confidence."""
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
 
 
 def _unencodable(value: Any) -> str | None:
@@ -290,6 +401,8 @@ def _unencodable(value: Any) -> str | None:
             stack.extend((child, f"{where}.{key}") for key, child in item.items())
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+        elif isinstance(item, BaseModel):
+            stack.extend((child, f"{where}.{key}") for key, child in item)
     return None
 
 
@@ -319,6 +432,26 @@ def _reject_non_finite(value: Any) -> None:
 # --- tool results ------------------------------------------------------------------------
 
 
+class SkippedFact(BaseModel):
+    index: int = Field(description="Position in the facts that were sent.")
+    content: str
+    reason: Literal["duplicate", "below_threshold", "upload_mention", "over_max_facts"]
+
+
+class SupersededFact(BaseModel):
+    id: str = Field(description="The fact that no longer holds (kept as history).")
+    superseded_by: str
+
+
+class StructuredUpdate(BaseModel):
+    """What the facts and profile sent with an exchange changed in structured memory."""
+
+    facts_added: list[Fact]
+    facts_skipped: list[SkippedFact]
+    facts_superseded: list[SupersededFact]
+    sections_updated: list[str]
+
+
 class AddMemoryResult(BaseModel):
     status: Literal["success"] = "success"
     message: str
@@ -327,6 +460,9 @@ class AddMemoryResult(BaseModel):
     agent_name: str | None
     thread_id: str | None
     timestamp: str
+    structured: StructuredUpdate | None = Field(
+        None, description="What the facts and profile sent with the exchange changed (absent when none were sent)."
+    )
 
 
 class ScoredFact(Fact):
@@ -371,11 +507,14 @@ class UserProfileResult(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Why the profile is empty, when it is.")
 
 
+ExtractionMode = Literal["server", "host", "off"]
+
+
 class FlushResult(BaseModel):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
-    extraction: Literal["on", "off"]
+    extraction: ExtractionMode
     pages_analysed: int
     llm_calls: int
     facts_added: list[str]
@@ -383,6 +522,9 @@ class FlushResult(BaseModel):
     sections_updated: list[str]
     assistant_knowledge_added: list[str]
     pending_pages: int = Field(description="Exchanges still awaiting analysis after this flush.")
+    set_aside_pages: int = Field(
+        description="Exchanges set aside after repeated unusable replies; flush_memory(retry_failed=true) retries them."
+    )
     errors: list[str]
     notes: list[str] = Field(default_factory=list)
 
@@ -528,6 +670,7 @@ class UserSummary(BaseModel):
     pages: int
     facts: int
     pending_pages: int
+    set_aside_pages: int
 
 
 class StatusResult(BaseModel):
@@ -536,7 +679,9 @@ class StatusResult(BaseModel):
     data_dir: str
     users: list[UserSummary]
     llm_configured: bool
-    extraction: Literal["on", "off"]
+    extraction: ExtractionMode = Field(
+        description="server: this server's LLM updater extracts; host: facts arrive from the host model; off: neither."
+    )
     llm_model: str | None
     llm_base_url: str | None
     token_counter: Literal["tiktoken", "char"]

@@ -34,4 +34,4 @@ def mark_analysed(progress: AnalysisProgress, pages: Sequence[Page], key: str, l
     floor = progress.allBefore
     while floor < len(pages) and floor < threads.get(thread_key(pages[floor]), 0):
         floor += 1
-    return AnalysisProgress(allBefore=floor, threads={k: v for k, v in threads.items() if v > floor})
+    return progress.model_copy(update={"allBefore": floor, "threads": {k: v for k, v in threads.items() if v > floor}})

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from memory_mcp.rules import UpdateReport
 from memory_mcp.store import Scope
-from memory_mcp.updater import UpdateReport
 
 log = logging.getLogger(__name__)
 
@@ -107,23 +107,32 @@ class UpdateQueue:
     def run_now(self, scope: Scope, threads: Callable[[], Iterable[str]]) -> UpdateReport:
         """Run every pending thread of `scope` in the caller's thread, skipping the timers.
         `threads` is asked once the scope is ours, so it sees the latest pending work."""
-        with self._condition:
-            while scope in self._busy:
-                self._condition.wait()
-            self._busy.add(scope)
-            for key in [key for key in self._timers if key[0] == scope]:
-                del self._timers[key]
-        report = UpdateReport()
-        try:
+
+        def run_threads() -> UpdateReport:
+            with self._condition:
+                for key in [key for key in self._timers if key[0] == scope]:
+                    del self._timers[key]
+            report = UpdateReport()
             for thread in threads():
                 outcome = self._run_guarded((scope, thread))
                 self._record((scope, thread), outcome)
                 report.merge(outcome)
+            return report
+
+        return self.run_exclusive(scope, run_threads)
+
+    def run_exclusive(self, scope: Scope, work: Callable[[], UpdateReport]) -> UpdateReport:
+        """Run `work` in the caller's thread once no worker is updating `scope`, keeping them off it meanwhile."""
+        with self._condition:
+            while scope in self._busy:
+                self._condition.wait()
+            self._busy.add(scope)
+        try:
+            return work()
         finally:
             with self._condition:
                 self._busy.discard(scope)
                 self._condition.notify_all()
-        return report
 
     def shutdown(self, timeout: float) -> int:
         """Run what is due or waiting right away, for at most `timeout` seconds; return how many

@@ -6,6 +6,8 @@ log; visits are saved in the background, with eviction and hot-session analysis 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
 import math
 import threading
@@ -32,6 +34,34 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class _RecentWindow:
+    """The newest pages by timestamp (ties: the later added), kept as the log grows: pages
+    imported from long ago land at the end of the log but not in the window."""
+
+    generation: int = -1
+    seen: int = 0
+    newest: list[tuple[str, int]] = field(default_factory=list)  # (timestamp, position), ascending
+
+    def catch_up(self, page_log: PageLog, end: int, capacity: int) -> list[int]:
+        """The window over the first `end` pages of the log, as positions, oldest first."""
+        if self.generation != page_log.generation or end < self.seen:
+            self.generation, self.seen, self.newest = page_log.generation, 0, []
+        pages = page_log.pages
+        if self.seen == 0 and end > capacity:
+            self.newest = sorted(heapq.nlargest(capacity, ((pages[n].timestamp, n) for n in range(end))))
+        else:
+            for position in range(self.seen, end):
+                key = (pages[position].timestamp, position)
+                if len(self.newest) < capacity:
+                    bisect.insort(self.newest, key)
+                elif key > self.newest[0]:
+                    bisect.insort(self.newest, key)
+                    del self.newest[0]
+        self.seen = end
+        return [position for _, position in self.newest]
+
+
+@dataclass
 class _ScopeCache:
     """What is kept in memory per scope: the search index, the session table, and the mask of
     searchable pages, with the page log generation they reflect."""
@@ -43,6 +73,7 @@ class _ScopeCache:
     mask_key: tuple[int, frozenset[str]] | None = None
     mask: Any = None
     maintenance: threading.Thread | None = None  # saving visits in the background, if it is
+    recent: _RecentWindow = field(default_factory=_RecentWindow)
 
 
 class PageRecall:
@@ -75,6 +106,14 @@ class PageRecall:
             if cache.sessions.unsaved_visits:
                 self._maintain_sessions(scope, cache)
 
+    def recent(self, scope: Scope, page_log: PageLog, among_first: int) -> list[int]:
+        """Positions of the `short_term_capacity` newest pages by timestamp, oldest first,
+        among the first `among_first` of the log."""
+        with self._guard:
+            cache = self._caches.setdefault(scope, _ScopeCache())
+        with cache.lock:
+            return cache.recent.catch_up(page_log, among_first, self.settings.short_term_capacity)
+
     def search(
         self,
         scope: Scope,
@@ -82,17 +121,19 @@ class PageRecall:
         document: MemoryDocument,
         request: RetrieveMemoryRequest,
         among_first: int,
+        exclude: list[int],
     ) -> list[tuple[int, float]]:
-        """Rank the scope's older pages: archived sessions left out unless asked for, hot sessions
-        lifted by `heat_ranking_weight`. Each session returned counts a visit."""
-        if among_first <= 0 or not request.query.strip():
+        """Rank the scope's pages but those in `exclude` (the recent ones): archived sessions left
+        out unless asked for, hot sessions lifted by `heat_ranking_weight`. Each session returned
+        counts a visit."""
+        if among_first <= len(exclude) or not request.query.strip():
             return []
         cache = self.cache(scope, page_log)
         weight = self.settings.heat_ranking_weight
         with cache.lock:
             allowed = None if request.include_archived else self._searchable(cache, document)
             wanted = request.max_results * (3 if weight else 1)
-            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed)
+            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed, exclude=exclude)
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
                 hit_sessions = {page_sessions[i] for i, _ in hits}

@@ -181,12 +181,17 @@ class LexicalIndex:
         return len(postings[0]) - 1
 
     def search(
-        self, query: str, limit: int, among_first: int | None = None, allowed: Any = None
+        self,
+        query: str,
+        limit: int,
+        among_first: int | None = None,
+        allowed: Any = None,
+        exclude: Sequence[int] = (),
     ) -> list[tuple[int, float]]:
         """Best `limit` documents for `query` as (number, score), best first; zero scores omitted.
 
         `among_first` restricts the answer to documents numbered below it; `allowed`, a boolean
-        numpy array over the first documents, to those marked True.
+        numpy array over the first documents, to those marked True; `exclude` leaves those out.
         """
         # numpy is imported here, not at module load: the server must answer its handshake
         # before any heavy import, and the first search is the first moment it is needed.
@@ -214,6 +219,9 @@ class LexicalIndex:
         if allowed is not None:
             covered = min(len(allowed), candidates)
             scores[:covered][~allowed[:covered]] = 0.0
+        left_out = [number for number in exclude if number < candidates]
+        if left_out:
+            scores[left_out] = 0.0
         top = min(limit, candidates)
         # Keep every document scoring at least the top-th best, so that ties at the cut are all
         # seen by the sort below, which hands them to the more recent exchange.

@@ -6,11 +6,11 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from memory_mcp import __version__, ownership
+from memory_mcp import __version__, host_memory, ownership
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
@@ -24,6 +24,7 @@ from memory_mcp.models import (
     DeleteFactRequest,
     ExportDocument,
     ExportRequest,
+    ExtractionMode,
     Fact,
     FactChangeResult,
     FactsResult,
@@ -45,6 +46,7 @@ from memory_mcp.models import (
     ScoredPage,
     SearchFactsRequest,
     StatusResult,
+    StoredPage,
     UpdateFactRequest,
     UserProfileResult,
     UserSummary,
@@ -54,11 +56,12 @@ from memory_mcp.pending import thread_key
 from memory_mcp.queue import UpdateQueue
 from memory_mcp.recall import PageRecall
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
+from memory_mcp.rules import UpdateReport
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.transfer import MergeCounts, parse_import
-from memory_mcp.updater import Updater, UpdateReport, pending_threads
+from memory_mcp.updater import Updater, pending_threads
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +71,27 @@ _SECTION_NAMES = {
     "user": "profile sections",
     "history": "history sections",
     "facts": "facts",
-    "pages": "past exchanges",
+    "recent": "recent exchanges",
+    "earlier": "earlier exchanges",
 }
 
-EXTRACTION_OFF_NOTE = (
-    "Structured memory (profile sections and facts) is off: no LLM endpoint is configured. "
-    "Set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key "
-    "(or OPENAI_API_KEY) to turn it on. Verbatim memory and retrieval work without it."
+HOST_EXTRACTION_NOTE = (
+    "This server extracts no structured memory itself (no LLM endpoint is configured): the profile and facts "
+    "grow from the `facts` and `profile` the host model passes to add_memory. To have the server extract them, "
+    "set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key (or OPENAI_API_KEY)."
 )
 ERASE_WAIT_SECONDS = 60.0
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
-EXTRACTION_DISABLED_NOTE = "Structured memory is disabled (memory.enabled is false): only verbatim memory is kept."
+EXTRACTION_DISABLED_NOTE = (
+    "The server's own extraction is disabled (memory.enabled is false): the profile and facts grow only from "
+    "what the host model passes to add_memory (`facts`, `profile`) and from add_fact."
+)
 EMPTY_PROFILE_NOTE = "Nothing is known about this user yet: the profile fills in as conversations are remembered."
+EMPTY_PROFILE_HOST_NOTE = (
+    "Nothing is known about this user yet, and nothing will fill the profile by itself: pass what you learn "
+    "to add_memory as `facts` and `profile` (or use add_fact), or configure an LLM endpoint for the server."
+)
 
 
 class MemoryService:
@@ -104,6 +115,8 @@ class MemoryService:
                 model=settings.llm_model,
                 timeout=memory.llm_timeout_seconds,
                 retry=RetryPolicy(attempts=memory.llm_max_attempts),
+                max_output_tokens=memory.llm_max_output_tokens,
+                response_format=memory.llm_response_format,
             )
             self._updater = Updater(settings, self.store, chat)
             self._queue = UpdateQueue(self._run_update, memory.debounce_seconds, memory.max_concurrent_updates)
@@ -122,7 +135,7 @@ class MemoryService:
         warm_up.start()
         if self._queue is not None:
             self._queue.start()
-            threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
+        threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
 
     def _warm_up(self) -> None:
         """Import numpy and scikit-learn and load the token encoding (about two seconds of work)
@@ -150,27 +163,45 @@ class MemoryService:
     # --- tools ----------------------------------------------------------------------------
 
     def add_memory(self, request: AddMemoryRequest) -> AddMemoryResult:
-        """Store one exchange verbatim; it is on disk (fsync'd) when this returns."""
+        """Store one exchange verbatim, with what the host learned from it applied to structured
+        memory; all of it is on disk (fsync'd) when this returns."""
         self._check_sizes(request)
         scope = self._scope(request.user_id, request.agent_name)
-        page = Page(
+        host = request.host_memory
+        page = StoredPage(
             page_id=new_id("page"),
             user_input=request.user_input,
             agent_response=request.agent_response,
             timestamp=request.timestamp or utc_now(),
             meta_data=request.meta_data,
             thread_id=request.thread_id,
+            host_memory=host,
         )
+        if host is not None:
+            host_memory.check(self.store.read_document(scope), host, self.settings, scope)  # before any write
         self.store.append_page(scope, page)
+        structured = None
+        if host is not None:
+            structured = host_memory.outcome(
+                host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
+            )
         if self._queue is not None:
             self._queue.notify(scope, thread_key(page))
+        message = "Remembered. retrieve_memory will find this exchange from now on."
+        if structured is not None:
+            message += (
+                f" Structured memory: {len(structured.facts_added)} facts added, {len(structured.facts_skipped)} "
+                f"skipped, {len(structured.facts_superseded)} superseded, {len(structured.sections_updated)} "
+                "profile sections updated."
+            )
         return AddMemoryResult(
-            message="Remembered. retrieve_memory will find this exchange from now on.",
+            message=message,
             page_id=page.page_id,
             user_id=scope.user_id,
             agent_name=scope.agent_name,
             thread_id=page.thread_id,
             timestamp=page.timestamp,
+            structured=structured,
         )
 
     def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
@@ -180,22 +211,23 @@ class MemoryService:
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
-        recent_start = max(0, len(pages) - self.settings.short_term_capacity)
+        recent = self._recall.recent(scope, page_log, len(pages))
         document = self.store.read_document(scope)
-        hits = self._recall.search(scope, page_log, document, request, among_first=recent_start)
-        retrieved = [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
+        hits = self._recall.search(scope, page_log, document, request, among_first=len(pages), exclude=recent)
+        retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
+        short_term = [Page(**_page_fields(pages[i])) for i in recent]
         about = f"{request.query}\n{request.current_context}".strip()
         facts = self._rank_entries(current(document.facts), about, ScoredFact)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
         notes = self._notes(document)
-        context, context_tokens = self._context(request, document, facts, retrieved, notes)
+        context, context_tokens = self._context(request, document, facts, short_term, retrieved, notes)
         return RetrieveMemoryResult(
             query=request.query,
             user_id=scope.user_id,
             agent_name=scope.agent_name,
             relationship_with_user=request.relationship_with_user,
             style_hint=request.style_hint,
-            short_term_memory=list(pages[recent_start:]),
+            short_term_memory=short_term,
             retrieved_pages=retrieved,
             retrieved_user_knowledge=facts[: request.max_results],
             retrieved_assistant_knowledge=knowledge[: request.max_results],
@@ -224,26 +256,32 @@ class MemoryService:
         )
 
     def flush_memory(self, request: FlushRequest) -> FlushResult:
-        """Analyse everything pending for the scope now, and say what changed."""
+        """Analyse everything pending for the scope now (and, with retry_failed, what was set
+        aside), and say what changed."""
         scope = self._scope(request.user_id, request.agent_name)
         report = UpdateReport()
         if self._queue is not None:
-            report = self._queue.run_now(scope, lambda: list(pending_threads(self.store, scope)))
+            if request.retry_failed:
+                report.merge(self._queue.run_exclusive(scope, lambda: self._retry_set_aside(scope)))
+            report.merge(self._queue.run_now(scope, lambda: list(pending_threads(self.store, scope))))
         pending = sum(pending_threads(self.store, scope).values())
+        document = self.store.read_document(scope)
         notes = self._extraction_notes()
-        if pending and not notes:
+        if pending and self.extraction_on:
             notes.append(f"{pending} exchanges are still pending; they are retried automatically.")
+        notes += _set_aside_notes(document)
         return FlushResult(
             user_id=scope.user_id,
             agent_name=scope.agent_name,
-            extraction="on" if self.extraction_on else "off",
+            extraction=self._mode(document),
             pages_analysed=report.pages_analysed,
             llm_calls=report.llm_calls,
-            facts_added=report.facts_added,
+            facts_added=[fact.content for fact in report.facts_added],
             facts_removed=report.facts_removed,
             sections_updated=report.sections_updated,
             assistant_knowledge_added=report.knowledge_added,
             pending_pages=pending,
+            set_aside_pages=document.analysis.set_aside_pages(),
             errors=report.errors,
             notes=notes,
         )
@@ -337,6 +375,7 @@ class MemoryService:
         authenticated caller sees nothing of the others, not even their ids)."""
         listed = self.store.list_users()
         users = []
+        documents: list[MemoryDocument] = []
         for user_id in listed if only_user is None else [user for user in listed if user == only_user]:
             agents = self.store.list_agents(user_id)
             scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
@@ -347,8 +386,10 @@ class MemoryService:
                     pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),
                     facts=sum(len(current(self.store.read_document(scope).facts)) for scope in scopes),
                     pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
+                    set_aside_pages=sum(self.store.read_document(scope).analysis.set_aside_pages() for scope in scopes),
                 )
             )
+            documents.extend(self.store.read_document(scope) for scope in scopes)
         errors = [
             message
             for (scope, _), message in (self._queue.last_errors.items() if self._queue is not None else [])
@@ -359,7 +400,7 @@ class MemoryService:
             data_dir=getattr(self.store, "location", None) or str(self.settings.data_storage_path),
             users=users,
             llm_configured=self.settings.llm_configured,
-            extraction="on" if self.extraction_on else "off",
+            extraction=self._mode(*documents),
             llm_model=self.settings.llm_model if self.settings.llm_configured else None,
             llm_base_url=_without_credentials(self.settings.openai_base_url),
             token_counter=self._tokens.method,  # type: ignore[arg-type]
@@ -383,7 +424,7 @@ class MemoryService:
         cache = self._recall.cache(scope, page_log)
         with cache.lock:
             hits = cache.index.search(request.query, request.max_results, among_first=len(pages))
-        return [ScoredPage(**pages[i].model_dump(), score=round(score, 4)) for i, score in hits]
+        return [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
 
     def _stored(self, scope: Scope) -> bool:
         if scope.user_id not in self.store.list_users():
@@ -421,8 +462,20 @@ class MemoryService:
         self._queue.notify(scope, thread, delay=0)
 
     def _run_update(self, scope: Scope, thread: str) -> UpdateReport:
-        """One queued update, with the scope's update right held across threads and processes."""
+        """One queued update of a thread."""
         assert self._updater is not None
+        updater = self._updater
+        return self._with_update_right(scope, lambda cancel: updater.update_thread(scope, thread, cancel))
+
+    def _retry_set_aside(self, scope: Scope) -> UpdateReport:
+        """The set-aside exchanges of a scope, analysed again on request."""
+        assert self._updater is not None
+        updater = self._updater
+        return self._with_update_right(scope, lambda cancel: updater.retry_set_aside(scope, cancel))
+
+    def _with_update_right(self, scope: Scope, work: Callable[[threading.Event], UpdateReport]) -> UpdateReport:
+        """Run `work` with the scope's update right held across threads and processes, and a
+        cancel switch an erase can pull."""
         if not self.store.read_pages(scope).pages:
             return UpdateReport()  # nothing stored (or just erased)
         with self.store.exclusive_updates(scope) as acquired:
@@ -432,20 +485,22 @@ class MemoryService:
             with self._running_guard:
                 self._running[scope] = cancel
             try:
-                return self._updater.update_thread(scope, thread, cancel)
+                return work(cancel)
             finally:
                 with self._running_guard:
                     self._running.pop(scope, None)
 
     def _resume_pending(self) -> None:
-        assert self._queue is not None
+        """At start: finish applying host memory a crash interrupted, and queue pending updates."""
         for scope in self.store.list_scopes():
             try:
-                threads = pending_threads(self.store, scope)
+                host_memory.apply_pending(self.store, scope, self.settings)
+                threads = pending_threads(self.store, scope) if self._queue is not None else {}
             except StorageError as exc:
                 log.warning("not resuming updates for %s: %s", scope.describe(), exc)
                 continue
-            self._queue.resume((scope, thread) for thread in threads)
+            if self._queue is not None:
+                self._queue.resume((scope, thread) for thread in threads)
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         return Scope(user_id or self.settings.user_id, agent_name or self.settings.assistant_id)
@@ -465,10 +520,17 @@ class MemoryService:
                     "(max_meta_data_bytes)"
                 )
 
+    def _mode(self, *documents: MemoryDocument) -> ExtractionMode:
+        """Who fills structured memory: this server's updater, the host model, or nobody (yet)."""
+        if self.extraction_on:
+            return "server"
+        # hostBefore moves only when structured memory sent by the host has been applied.
+        return "host" if any(document.analysis.hostBefore for document in documents) else "off"
+
     def _extraction_notes(self) -> list[str]:
-        if not self.settings.memory.enabled:
-            return [EXTRACTION_DISABLED_NOTE]
-        return [] if self.settings.llm_configured else [EXTRACTION_OFF_NOTE]
+        if self.extraction_on:
+            return []
+        return [EXTRACTION_DISABLED_NOTE if not self.settings.memory.enabled else HOST_EXTRACTION_NOTE]
 
     def _rank_entries(
         self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT]
@@ -489,7 +551,8 @@ class MemoryService:
         request: RetrieveMemoryRequest,
         document: MemoryDocument,
         facts: Sequence[Fact],
-        pages: Sequence[Page],
+        recent: Sequence[Page],
+        earlier: Sequence[Page],
         notes: list[str],
     ) -> tuple[str, int]:
         """The <memory> block; what did not fit is said in `notes`, with what to do about it."""
@@ -499,20 +562,42 @@ class MemoryService:
             return "", 0
         budget = request.max_tokens or memory.max_injection_tokens
         built = build_context(
-            document, facts, pages, budget, self._tokens, request.relationship_with_user, request.style_hint
+            document, facts, recent, earlier, budget, self._tokens, request.relationship_with_user, request.style_hint
         )
         if built.left_out:
             parts = ", ".join(f"{count} {_SECTION_NAMES[section]}" for section, count in built.left_out.items())
             notes.append(
                 f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them."
             )
+        if built.shortened:
+            notes.append(f"To fit max_tokens={budget}, {built.shortened} exchanges in the context are shortened (…).")
         return built.text, built.tokens
 
     def _notes(self, document: MemoryDocument) -> list[str]:
-        notes = self._extraction_notes()
         if document.is_empty():
-            notes.append(EMPTY_PROFILE_NOTE)
-        return notes
+            notes = [EMPTY_PROFILE_NOTE] if self.extraction_on else [EMPTY_PROFILE_HOST_NOTE]
+            if not self.settings.memory.enabled:
+                notes.insert(0, EXTRACTION_DISABLED_NOTE)
+        else:
+            notes = self._extraction_notes()
+        return notes + _set_aside_notes(document)
+
+
+def _page_fields(page: Page) -> dict[str, Any]:
+    """A stored page's fields as tool results show them (host memory is the log's business)."""
+    return page.model_dump(include=set(Page.model_fields))
+
+
+def _set_aside_notes(document: MemoryDocument) -> list[str]:
+    aside = document.analysis.setAside
+    if not aside:
+        return []
+    latest = aside[-1]
+    note = (
+        f"{document.analysis.set_aside_pages()} exchanges were set aside after repeated unusable LLM replies "
+        f"(latest: {latest.reason}, {latest.at}); they stay searchable. flush_memory(retry_failed=true) tries them again."
+    )
+    return [note]
 
 
 def _without_credentials(url: str | None) -> str | None:

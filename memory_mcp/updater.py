@@ -1,206 +1,43 @@
 """Turning conversation into structured memory: one LLM call per batch, parsed and applied by rules.
 
-An update is applied in the same atomic write that marks its pages analysed. A reply that cannot
-be parsed, or an LLM that fails, changes nothing and leaves the pages pending for a later try.
+An update is applied in the same atomic write that marks its pages analysed. A reply cut off at
+the output cap applies nothing and its batch is split in two. A batch whose replies keep being
+unusable (unparseable, the wrong shape, or rejected by the rules) is set aside after
+`memory.max_batch_attempts` tries: its exchanges stay stored and searchable, and are analysed
+again only on request, never in a loop. An LLM that fails (down, slow, rate limiting) changes
+nothing and leaves the pages pending for a later try.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import secrets
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from collections.abc import Callable, Sequence
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import LLMError, LLMTransientError
-from memory_mcp.facts import cap, current, keep_most_confident, new_fact_id, normalise, retire
+from memory_mcp.errors import LLMError
 from memory_mcp.llm import ChatClient
-from memory_mcp.models import Fact, FactCategory, KnowledgeEntry, MemoryDocument, Page, Section, SessionState, utc_now
+from memory_mcp.models import (
+    Fact,
+    FailingBatch,
+    MemoryDocument,
+    Page,
+    SessionState,
+    SetAsideBatch,
+    StoredPage,
+    utc_now,
+)
 from memory_mcp.pending import mark_analysed, pending_by_thread
-from memory_mcp.prompts import build_messages
+from memory_mcp.prompts import build_messages, facts_to_show
+from memory_mcp.reply import ReplyError, TruncatedReply, parse_reply, reply_schema
+from memory_mcp.rules import SessionTopic, UpdateRejected, UpdateReport, apply_proposal, strip_upload_mentions
 from memory_mcp.sessions import session_of
 from memory_mcp.signals import detect_signals
 from memory_mcp.store import MemoryStore, Scope
 
 MAX_BATCH_PAGES = 20
-USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
-HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
-_THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_UPLOAD = re.compile(
-    r"\b(?:upload(?:ed|s|ing)?|attach(?:ed|es|ing|ment|ments)?)\b[^.!?。！？]*\bfiles?\b|"
-    r"\bfiles?\b[^.!?。！？]*\b(?:upload(?:ed|s|ing)?|attach(?:ed|ment|ments)?)\b|上传",
-    re.IGNORECASE,
-)
-_UPDATE_KEYS = {"user", "history", "newFacts", "factsToRemove", "assistantKnowledge"}
-_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*\s*")
 
-
-class ReplyError(LLMTransientError):
-    """The reply held no usable update (invalid, truncated, or the wrong shape)."""
-
-
-class SectionUpdate(BaseModel):
-    summary: str = ""
-    shouldUpdate: bool = False
-
-
-NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-
-
-class ProposedFact(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    content: NonBlank
-    category: FactCategory
-    confidence: float = Field(ge=0, le=1)
-    sourceError: str | None = None
-
-
-class ProposedKnowledge(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    content: NonBlank
-    confidence: float = Field(0.8, ge=0, le=1)
-
-
-class SessionTopic(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    summary: str = Field("", max_length=1000)
-    keywords: list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80)]] = Field(
-        default_factory=list, max_length=8
-    )
-
-
-class UpdateProposal(BaseModel):
-    """What the LLM asked for. Facts stay raw here: each is validated on its own when applied."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    user: dict[str, SectionUpdate] = Field(default_factory=dict)
-    history: dict[str, SectionUpdate] = Field(default_factory=dict)
-    newFacts: list[Any] = Field(default_factory=list)
-    factsToRemove: list[str] = Field(default_factory=list)
-    assistantKnowledge: list[Any] = Field(default_factory=list)
-    session: SessionTopic | None = None
-
-
-@dataclass
-class UpdateReport:
-    """What one or more updates changed, in the terms a person checking on memory cares about."""
-
-    pages_analysed: int = 0
-    llm_calls: int = 0
-    facts_added: list[str] = field(default_factory=list)
-    facts_removed: list[str] = field(default_factory=list)
-    sections_updated: list[str] = field(default_factory=list)
-    knowledge_added: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def merge(self, other: UpdateReport) -> None:
-        self.pages_analysed += other.pages_analysed
-        self.llm_calls += other.llm_calls
-        self.facts_added += other.facts_added
-        self.facts_removed += other.facts_removed
-        self.sections_updated += [name for name in other.sections_updated if name not in self.sections_updated]
-        self.knowledge_added += other.knowledge_added
-        self.errors += other.errors
-
-
-def parse_reply(reply: str) -> UpdateProposal:
-    """Find the JSON update in a reply that may wrap it in reasoning, code fences or prose."""
-    text = _THINKING.sub("", reply)
-    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in (i for i, char in enumerate(candidate) if char == "{"):
-            try:
-                value, _end = decoder.raw_decode(candidate, start)
-            except json.JSONDecodeError:
-                continue
-            # An inner object of a reply cut off mid-way must not pass for the whole update.
-            if isinstance(value, dict) and value.keys() & _UPDATE_KEYS:
-                try:
-                    return UpdateProposal.model_validate(value)
-                except ValidationError as exc:
-                    raise ReplyError(f"LLM reply has the wrong shape: {exc.errors()[0]['msg']}") from None
-    raise ReplyError("LLM reply held no complete JSON object (invalid or truncated)")
-
-
-def apply_proposal(
-    document: MemoryDocument, proposal: UpdateProposal, source: str, settings: Settings
-) -> tuple[MemoryDocument, UpdateReport]:
-    """The document after the proposal, by the rules; raises ReplyError when it must be rejected whole."""
-    report = UpdateReport()
-    now = utc_now()
-    facts, malformed = _valid_new_facts(proposal.newFacts)
-    if malformed and proposal.factsToRemove:
-        # Removals paired with a fact we cannot read are likely a replacement gone wrong:
-        # applying only the removal would turn a correction into a loss.
-        raise ReplyError("LLM reply removes facts while one of its new facts is malformed; update rejected")
-    user = _apply_sections(document.user.model_copy(deep=True), USER_SECTIONS, proposal.user, now, report, "user")
-    history = _apply_sections(
-        document.history.model_copy(deep=True), HISTORY_SECTIONS, proposal.history, now, report, "history"
-    )
-    holding = current(document.facts)
-    removing = set(proposal.factsToRemove) & {fact.id for fact in holding}
-    if len(removing) > settings.memory.max_fact_removals:
-        # A model that lost the thread tends to "clean up" everything; one update is never
-        # trusted with that much (memory.max_fact_removals).
-        raise ReplyError(
-            f"LLM reply retires {len(removing)} facts at once, more than memory.max_fact_removals "
-            f"({settings.memory.max_fact_removals}); update rejected"
-        )
-    report.facts_removed = [fact.content for fact in holding if fact.id in removing]
-    seen = {normalise(fact.content) for fact in holding if fact.id not in removing}
-    added: list[Fact] = []
-    for proposed in facts:
-        key = normalise(proposed.content)
-        if proposed.confidence < settings.memory.fact_confidence_threshold or key in seen or _UPLOAD.search(key):
-            continue
-        seen.add(key)
-        added.append(
-            Fact(
-                id=new_fact_id(),
-                content=proposed.content.strip(),
-                category=proposed.category,
-                confidence=proposed.confidence,
-                createdAt=now,
-                source=source or "unknown",
-                sourceError=proposed.sourceError if proposed.category == "correction" else None,
-            )
-        )
-    # What the LLM removes is retired, not erased; when it adds a fact in the same breath, the
-    # removed ones were replaced by it.
-    replaced_by = added[0].id if len(added) == 1 else None
-    facts_kept = cap([*retire(document.facts, removing, now, replaced_by), *added], settings.memory.max_facts, now)
-    kept_ids = {fact.id for fact in current(facts_kept)}
-    # New facts too weak to make the cut were never memory: they leave no history behind.
-    added_ids = {fact.id for fact in added}
-    facts_kept = [fact for fact in facts_kept if fact.id not in added_ids or fact.id in kept_ids]
-    pushed_out = [fact for fact in holding if fact.id not in removing and fact.id not in kept_ids]
-    if len(removing) + len(pushed_out) > settings.memory.max_fact_removals:
-        # Crowding stored facts out with new ones is a removal too, and counts against the cap.
-        raise ReplyError(
-            f"LLM reply would retire {len(removing) + len(pushed_out)} stored facts at once (removed or pushed "
-            f"out by max_facts), more than memory.max_fact_removals ({settings.memory.max_fact_removals}); "
-            "update rejected"
-        )
-    report.facts_removed += [fact.content for fact in pushed_out]
-    report.facts_added = [fact.content for fact in added if fact.id in kept_ids]
-    knowledge = _apply_knowledge(
-        document.assistantKnowledge, proposal.assistantKnowledge, source, now, settings, report
-    )
-    updated = document.model_copy(
-        update={"user": user, "history": history, "facts": facts_kept, "assistantKnowledge": knowledge}
-    )
-    return updated, report
+# What to record once a batch's update is applied: the document, given the batch's page numbers.
+Settle = Callable[[MemoryDocument, list[int]], MemoryDocument]
 
 
 class Updater:
@@ -210,6 +47,7 @@ class Updater:
         self.settings = settings
         self.store = store
         self.chat = chat
+        self._schema = reply_schema(settings.memory.max_fact_removals)
 
     def update_thread(self, scope: Scope, thread: str, cancel: threading.Event | None = None) -> UpdateReport:
         """Analyse the pending pages of `thread`, batch by batch. The caller holds the scope's
@@ -223,42 +61,182 @@ class Updater:
             document = self.store.read_document(scope)
             pending = pending_by_thread(pages, document.analysis).get(thread, [])
             batch = [number for number in pending if number < until][:MAX_BATCH_PAGES]
-            if not batch:
-                return report
-            if cancel is not None and cancel.is_set():
+            if not batch or (cancel is not None and cancel.is_set()):
                 return report
             try:
-                report.merge(self._update_batch(scope, thread, pages, document, batch, cancel))
+                report.merge(self._analyse(scope, thread, batch, _marking_analysed(pages, thread), cancel))
+            except ReplyError as exc:
+                # Counted against the part whose reply failed (a split batch's other half may
+                # have been applied already).
+                pages = self.store.read_pages(scope).pages
+                outcome = self._count_failure(scope, thread, pages, exc.batch or batch, str(exc))
+                report.merge(outcome)
+                if not outcome.pages_set_aside:
+                    return report  # tried again later, with growing delays
             except LLMError as exc:
                 report.errors.append(str(exc))
                 return report
 
-    def _update_batch(
+    def retry_set_aside(self, scope: Scope, cancel: threading.Event | None = None) -> UpdateReport:
+        """Analyse again the batches that were set aside; what succeeds leaves the list."""
+        report = UpdateReport()
+        for batch in list(self.store.read_document(scope).analysis.setAside):
+            if cancel is not None and cancel.is_set():
+                break
+            pages = self.store.read_pages(scope).pages
+            position = {page.page_id: number for number, page in enumerate(pages)}
+            numbers = [position[page_id] for page_id in batch.pageIds if page_id in position]
+            try:
+                report.merge(self._analyse(scope, batch.thread, numbers, _taking_back(pages), cancel))
+            except ReplyError as exc:
+                self.store.update_document(scope, _retried_in_vain(set(batch.pageIds), str(exc)))
+                report.errors.append(f"set-aside exchanges still unusable: {exc}")
+            except LLMError as exc:
+                report.errors.append(str(exc))
+                break
+        return report
+
+    def _analyse(
+        self, scope: Scope, thread: str, batch: list[int], settle: Settle, cancel: threading.Event | None
+    ) -> UpdateReport:
+        """One LLM call for the batch, applied with `settle` in one write. A reply cut off at the
+        output cap applies nothing: the batch is split in half and each half tried in turn."""
+        pages = self.store.read_pages(scope).pages
+        document = self.store.read_document(scope)
+        # Exchanges the host model already extracted from are not sent again: nothing twice.
+        to_send = [pages[number] for number in batch if not _host_extracted(pages[number])]
+        if not to_send:
+            self.store.update_document(scope, lambda current: settle(current, batch))
+            return UpdateReport(pages_analysed=len(batch))
+        shown = facts_to_show(document, to_send)
+        signals = detect_signals(page.user_input for page in to_send)
+        messages = build_messages(document, to_send, signals, shown)
+        completion = self.chat.complete(messages, self._schema, cancel)
+        if completion.truncated and len(batch) > 1:
+            half = len(batch) // 2
+            report = UpdateReport(llm_calls=1)
+            report.merge(self._analyse(scope, thread, batch[:half], settle, cancel))
+            report.merge(self._analyse(scope, thread, batch[half:], settle, cancel))
+            return report
+        try:
+            return self._apply(scope, thread, completion.text, completion.truncated, batch, to_send, shown, settle)
+        except ReplyError as exc:
+            exc.batch = batch  # this batch's reply, not the larger one it may have been split from
+            raise
+
+    def _apply(
         self,
         scope: Scope,
         thread: str,
-        pages: Sequence[Page],
-        document: MemoryDocument,
+        reply: str,
+        truncated: bool,
         batch: list[int],
-        cancel: threading.Event | None,
+        sent: list[Page],
+        shown: list[Fact],
+        settle: Settle,
     ) -> UpdateReport:
-        batch_pages = [pages[number] for number in batch]
-        signals = detect_signals(page.user_input for page in batch_pages)
-        reply = self.chat.complete(build_messages(document, batch_pages, signals), cancel)
+        """Apply one reply by the rules, with `settle`, in one write; ReplyError if it cannot be."""
+        if truncated:
+            raise TruncatedReply(
+                "LLM reply was cut off at memory.llm_max_output_tokens "
+                f"({self.settings.memory.llm_max_output_tokens}) even for a single exchange"
+            )
         proposal = parse_reply(reply)
         outcome = UpdateReport(llm_calls=1, pages_analysed=len(batch))
+        removable = {fact.id for fact in shown}
 
         def change(current: MemoryDocument) -> MemoryDocument:
             # Applied to the document as it is now: a manual edit made during the LLM call survives.
-            updated, applied = apply_proposal(current, proposal, thread, self.settings)
+            try:
+                updated, applied = apply_proposal(current, proposal, self.settings, thread, removable)
+            except UpdateRejected as exc:
+                raise ReplyError(f"LLM reply rejected: {exc}") from None
             outcome.merge(applied)
-            analysis = mark_analysed(current.analysis, pages, thread, batch[-1])
-            return _with_topic(updated, session_of(batch_pages[-1]), proposal.session).model_copy(
-                update={"analysis": analysis}
-            )
+            return settle(_with_topic(updated, session_of(sent[-1]), proposal.session), batch)
 
         self.store.update_document(scope, change)
         return outcome
+
+    def _count_failure(
+        self, scope: Scope, thread: str, pages: Sequence[Page], batch: list[int], reason: str
+    ) -> UpdateReport:
+        """Record one more unusable reply for the thread's batch; at the limit, set it aside."""
+        limit = self.settings.memory.max_batch_attempts
+        report = UpdateReport(errors=[reason])
+        first = pages[batch[0]].page_id
+
+        def change(document: MemoryDocument) -> MemoryDocument:
+            analysis = document.analysis
+            failing = dict(analysis.failing)
+            previous = failing.get(thread)
+            attempts = previous.attempts + 1 if previous is not None and previous.firstPageId == first else 1
+            now = utc_now()
+            if attempts < limit:
+                failing[thread] = FailingBatch(firstPageId=first, attempts=attempts, reason=reason, at=now)
+                return document.model_copy(update={"analysis": analysis.model_copy(update={"failing": failing})})
+            failing.pop(thread, None)
+            aside = SetAsideBatch(
+                thread=thread, pageIds=[pages[n].page_id for n in batch], reason=reason, at=now, attempts=attempts
+            )
+            progress = mark_analysed(analysis, pages, thread, batch[-1])
+            report.pages_set_aside = len(batch)
+            report.errors = []
+            return document.model_copy(
+                update={
+                    "analysis": progress.model_copy(
+                        update={"failing": failing, "setAside": [*analysis.setAside, aside]}
+                    )
+                }
+            )
+
+        self.store.update_document(scope, change)
+        return report
+
+
+def _marking_analysed(pages: Sequence[Page], thread: str) -> Settle:
+    """Settle a pending batch: its pages count as analysed, and the thread is failing no more."""
+
+    def settle(document: MemoryDocument, batch: list[int]) -> MemoryDocument:
+        analysis = mark_analysed(document.analysis, pages, thread, batch[-1])
+        failing = {key: value for key, value in analysis.failing.items() if key != thread}
+        return document.model_copy(update={"analysis": analysis.model_copy(update={"failing": failing})})
+
+    return settle
+
+
+def _taking_back(pages: Sequence[Page]) -> Settle:
+    """Settle (part of) a set-aside batch analysed at last: its pages leave the list."""
+
+    def settle(document: MemoryDocument, batch: list[int]) -> MemoryDocument:
+        done = {pages[number].page_id for number in batch}
+        return _edit_set_aside(
+            document,
+            lambda entry: entry.model_copy(update={"pageIds": [page for page in entry.pageIds if page not in done]}),
+        )
+
+    return settle
+
+
+def _retried_in_vain(page_ids: set[str], reason: str) -> Callable[[MemoryDocument], MemoryDocument]:
+    """Record another unusable reply for what is left of a set-aside batch."""
+    now = utc_now()
+    return lambda document: _edit_set_aside(
+        document,
+        lambda entry: (
+            entry.model_copy(update={"reason": reason, "at": now, "attempts": entry.attempts + 1})
+            if page_ids & set(entry.pageIds)
+            else entry
+        ),
+    )
+
+
+def _edit_set_aside(document: MemoryDocument, edit: Callable[[SetAsideBatch], SetAsideBatch]) -> MemoryDocument:
+    entries = [edited for edited in map(edit, document.analysis.setAside) if edited.pageIds]
+    return document.model_copy(update={"analysis": document.analysis.model_copy(update={"setAside": entries})})
+
+
+def _host_extracted(page: Page) -> bool:
+    return isinstance(page, StoredPage) and page.host_memory is not None
 
 
 def _with_topic(document: MemoryDocument, session: str, topic: SessionTopic | None) -> MemoryDocument:
@@ -267,7 +245,7 @@ def _with_topic(document: MemoryDocument, session: str, topic: SessionTopic | No
         return document
     sessions = dict(document.sessions)
     state = sessions.get(session, SessionState()).model_copy()
-    state.summary = _strip_upload_mentions(topic.summary) or state.summary
+    state.summary = strip_upload_mentions(topic.summary) or state.summary
     state.keywords = topic.keywords or state.keywords
     sessions[session] = state
     return document.model_copy(update={"sessions": sessions})
@@ -278,67 +256,3 @@ def pending_threads(store: MemoryStore, scope: Scope) -> dict[str, int]:
     pages = store.read_pages(scope).pages
     progress = store.read_document(scope).analysis
     return {thread: len(numbers) for thread, numbers in pending_by_thread(pages, progress).items()}
-
-
-def _valid_new_facts(raw_facts: list[Any]) -> tuple[list[ProposedFact], bool]:
-    facts, malformed = [], False
-    for raw in raw_facts:
-        try:
-            facts.append(ProposedFact.model_validate(raw))
-        except ValidationError:
-            malformed = True
-    return facts, malformed
-
-
-def _apply_sections(
-    sections: Any, names: tuple[str, ...], updates: dict[str, SectionUpdate], now: str, report: UpdateReport, group: str
-) -> Any:
-    for name in names:
-        update = updates.get(name)
-        if update is None or not update.shouldUpdate:
-            continue
-        summary = _strip_upload_mentions(update.summary)
-        if summary:
-            setattr(sections, name, Section(summary=summary, updatedAt=now))
-            report.sections_updated.append(f"{group}.{name}")
-    return sections
-
-
-def _apply_knowledge(
-    existing: list[KnowledgeEntry],
-    raw_entries: list[Any],
-    source: str,
-    now: str,
-    settings: Settings,
-    report: UpdateReport,
-) -> list[KnowledgeEntry]:
-    entries = list(existing)
-    seen = {normalise(entry.content) for entry in entries}
-    for raw in raw_entries:
-        try:
-            proposed = ProposedKnowledge.model_validate({"content": raw} if isinstance(raw, str) else raw)
-        except ValidationError:
-            continue
-        key = normalise(proposed.content)
-        if key in seen or _UPLOAD.search(key):
-            continue
-        seen.add(key)
-        entries.append(
-            KnowledgeEntry(
-                id=f"know_{secrets.token_hex(4)}",
-                content=proposed.content.strip(),
-                confidence=proposed.confidence,
-                createdAt=now,
-                source=source or "unknown",
-            )
-        )
-    kept = keep_most_confident(entries, settings.long_term_knowledge_capacity)
-    existing_ids = {entry.id for entry in existing}
-    report.knowledge_added = [entry.content for entry in kept if entry.id not in existing_ids]
-    return kept
-
-
-def _strip_upload_mentions(summary: str) -> str:
-    """Drop the sentences that talk about uploaded or attached files."""
-    sentences = _SENTENCE.findall(summary.strip())
-    return "".join(sentence for sentence in sentences if not _UPLOAD.search(sentence)).strip()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pytest
 from scripted_llm import ScriptedLLM
+from update_helpers import TEST_MEMORY, ServiceFactory
 
 from memory_mcp.config import Settings
 from memory_mcp.service import MemoryService
@@ -63,3 +64,25 @@ def settings(data_dir: Path) -> Settings:
 @pytest.fixture
 def service(settings: Settings) -> MemoryService:
     return MemoryService(settings)
+
+
+@pytest.fixture
+def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
+    """Services on the test's data dir that update only when flushed, talking to the scripted LLM
+    unless told otherwise; closed at the end of the test."""
+    opened: list[MemoryService] = []
+
+    def factory(base_url: str | None = "scripted", memory: dict[str, Any] | None = None, **top: Any) -> MemoryService:
+        settings = Settings(
+            data_storage_path=data_dir,
+            openai_base_url=llm.base_url if base_url == "scripted" else base_url,
+            memory={**TEST_MEMORY, **(memory or {})},
+            **top,
+        )
+        service = MemoryService(settings)
+        opened.append(service)
+        return service
+
+    yield factory
+    for service in opened:
+        service.close()

@@ -2,7 +2,9 @@
 
 Tests point the real `openai` client (inside the product) at it. Each request takes the next
 scripted step: a reply text, an HTTP error status, a delay, or a raw (possibly broken) body.
-When the script is empty, `default` answers. Every request body is recorded for assertions.
+When the script is empty, `default` answers, or, with `upstream` set, a real endpoint behind it
+does (the script then records what the product sent to a real model). Every request body is
+recorded for assertions, and each answer's finish reason.
 It runs in a thread of the test process, or as its own process (`python scripted_llm.py SCRIPT`)
 when the server under test is a subprocess that the test kills.
 """
@@ -13,6 +15,8 @@ import json
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +30,9 @@ class Step:
     status: int = 200  # an HTTP error status instead of a reply
     delay: float = 0.0  # seconds to wait before answering
     raw: bytes | None = None  # a body sent as is (for malformed responses)
+    finish_reason: str = "stop"  # "length": the reply was cut off at max_tokens
+    error_message: str = "scripted failure"  # the error's message, with an error status
+    error_param: str | None = None  # the parameter an error status blames, as OpenAI names it
 
 
 def reply(update: dict[str, Any] | str, delay: float = 0.0) -> Step:
@@ -47,6 +54,8 @@ class ScriptedLLM:
     answered: list[float | None] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    upstream: str | None = None  # a real endpoint's base URL, asked when the script is empty
+    finish_reasons: list[str | None] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,17 +83,9 @@ class ScriptedLLM:
                     script.answered.append(None)
                     script.in_flight += 1
                     script.max_in_flight = max(script.max_in_flight, script.in_flight)
-                    step = script.steps.popleft() if script.steps else script.default
+                    step = script.steps.popleft() if script.steps else None if script.upstream else script.default
                 try:
-                    if step.delay:
-                        time.sleep(step.delay)
-                    if step.raw is not None:
-                        payload, status = step.raw, step.status
-                    elif step.status != 200:
-                        error = {"error": {"message": "scripted failure", "type": "server_error", "code": step.status}}
-                        payload, status = json.dumps(error).encode(), step.status
-                    else:
-                        payload, status = json.dumps(_completion(body, step.content or "")).encode(), 200
+                    status, payload = script._forward(body) if step is None else _answer(step, body)
                 finally:
                     # Recorded before the answer leaves, so a request that arrives later than this
                     # time was sent by a client that had not yet seen this answer.
@@ -112,6 +113,24 @@ class ScriptedLLM:
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
+    def _forward(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        """Ask the real endpoint, and note how its answer finished."""
+        assert self.upstream is not None
+        request = urllib.request.Request(
+            self.upstream.rstrip("/") + "/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, payload = error.code, error.read()
+        choices = json.loads(payload).get("choices") if status == 200 else None
+        with self._lock:
+            self.finish_reasons.append(choices[0].get("finish_reason") if choices else None)
+        return status, payload
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
@@ -125,13 +144,38 @@ def conversation_of(request: dict[str, Any]) -> str:
     return message["content"]
 
 
-def _completion(request: dict[str, Any], content: str) -> dict[str, Any]:
+def exchanges_of(request: dict[str, Any]) -> list[dict[str, str]]:
+    """The exchanges a recorded update request carried, as the JSON list it sends them in."""
+    text = conversation_of(request)
+    start = text.index("[", text.index("New conversation"))
+    exchanges, _end = json.JSONDecoder().raw_decode(text, start)
+    return exchanges
+
+
+def _answer(step: Step, request: dict[str, Any]) -> tuple[int, bytes]:
+    """The status and body a scripted step answers with."""
+    if step.delay:
+        time.sleep(step.delay)
+    if step.raw is not None:
+        return step.status, step.raw
+    if step.status != 200:
+        error = {
+            "message": step.error_message,
+            "type": "invalid_request_error" if step.status < 500 else "server_error",
+            "param": step.error_param,
+            "code": step.status,
+        }
+        return step.status, json.dumps({"error": error}).encode()
+    return 200, json.dumps(_completion(request, step.content or "", step.finish_reason)).encode()
+
+
+def _completion(request: dict[str, Any], content: str, finish_reason: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "scripted"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 

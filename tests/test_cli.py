@@ -166,14 +166,14 @@ def test_users_and_show_print_tables_and_json_with_no_server_running(home: Path,
     assert users_table.code == 0 and users_table.stderr == ""
     table = users_table.stdout
     assert str(home) in table.replace("\n", "") or str(home)[:40] in table
-    for column in ("user", "agents", "exchanges", "facts", "pending"):
+    for column in ("user", "agents", "exchanges", "facts", "pending", "set aside"):
         assert column in table
     rows = {
         line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
         for line in table.splitlines()
         if line.startswith("│")
     }
-    assert rows == {"alice": ["bot", "7", "2", "7"], "bob": ["-", "1", "0", "1"]}
+    assert rows == {"alice": ["bot", "7", "2", "7", "0"], "bob": ["-", "1", "0", "1", "0"]}
 
     shown = show_json.json()
     assert shown["profile"]["user_id"] == "alice"
@@ -626,7 +626,12 @@ def test_flush_without_and_with_an_llm(home: Path, service: MemoryService, tmp_p
 
     flushed = cli(home, "--config", config, "flush", "alice", "--json").json()
     [alice] = flushed
-    assert (alice["user_id"], alice["extraction"], alice["pending_pages"], alice["errors"]) == ("alice", "on", 0, [])
+    assert (alice["user_id"], alice["extraction"], alice["pending_pages"], alice["errors"]) == (
+        "alice",
+        "server",
+        0,
+        [],
+    )
     assert alice["pages_analysed"] == 6 and alice["llm_calls"] >= 1 and len(alice["facts_added"]) == 1
     assert len(llm.requests) == alice["llm_calls"]
     facts = MemoryService(Settings(data_storage_path=home)).search_facts(SearchFactsRequest.build(user_id="alice"))
@@ -634,8 +639,8 @@ def test_flush_without_and_with_an_llm(home: Path, service: MemoryService, tmp_p
 
     everyone = cli(home, "flush", "--config", config)
     assert everyone.code == 0, everyone.stderr
-    assert "alice: structured memory on; analysed 0 exchanges" in everyone.stdout
-    assert "bob: structured memory on; analysed 1 exchanges" in everyone.stdout
+    assert "alice: extraction server; analysed 0 exchanges" in everyone.stdout
+    assert "bob: extraction server; analysed 1 exchanges" in everyone.stdout
     assert "0 still pending" in everyone.stdout
 
     nobody = cli(tmp_path / "empty-home", "flush")

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import snowballstemmer
-from scripted_llm import EMPTY_UPDATE, ScriptedLLM, reply
+from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
 from stdio_helpers import PROJECT_ROOT, PYTHON
 from test_crash import ServerProcess, start_spawned
 
@@ -472,10 +472,10 @@ def test_two_processes_updating_one_user_extract_each_exchange_once(
 
     records = read_log(data_dir, "shared")
     assert len(records) == 2 * per_writer
-    conversations = [next(m["content"] for m in request["messages"] if m["role"] == "user") for request in llm.requests]
+    sent = [exchange["user"] for request in llm.requests for exchange in exchanges_of(request)]
     for record in records:
         marker = record["user_input"]
-        times = sum(marker + "\n" in conversation for conversation in conversations)
+        times = sent.count(marker)
         assert times == 1, f"{marker!r} was sent to the LLM {times} times"
     document = MemoryDocument.model_validate_json((data_dir / "users" / "shared" / "memory.json").read_bytes())
     contents = [fact.content for fact in current(document.facts)]

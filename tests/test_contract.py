@@ -11,7 +11,17 @@ from memory_mcp.server import build_server
 from memory_mcp.service import MemoryService
 
 PARAMETERS = {
-    "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],
+    "add_memory": [
+        "user_input",
+        "agent_response",
+        "timestamp",
+        "meta_data",
+        "user_id",
+        "agent_name",
+        "thread_id",
+        "facts",
+        "profile",
+    ],
     "retrieve_memory": [
         "query",
         "relationship_with_user",
@@ -24,7 +34,7 @@ PARAMETERS = {
         "include_archived",
     ],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
-    "flush_memory": ["user_id", "agent_name"],
+    "flush_memory": ["user_id", "agent_name", "retry_failed"],
     "search_facts": ["query", "category", "limit", "include_superseded", "user_id", "agent_name"],
     "add_fact": ["content", "category", "confidence", "user_id", "agent_name"],
     "update_fact": ["fact_id", "content", "category", "confidence", "user_id", "agent_name"],
@@ -49,7 +59,7 @@ REQUIRED = {
     "memory_status": [],
 }
 RESULT_FIELDS = {
-    "add_memory": {"status", "message", "page_id", "user_id", "agent_name", "thread_id", "timestamp"},
+    "add_memory": {"status", "message", "page_id", "user_id", "agent_name", "thread_id", "timestamp", "structured"},
     "retrieve_memory": {
         "status",
         "query",
@@ -89,6 +99,7 @@ RESULT_FIELDS = {
         "sections_updated",
         "assistant_knowledge_added",
         "pending_pages",
+        "set_aside_pages",
         "errors",
         "notes",
     },
@@ -157,7 +168,8 @@ def test_pages_in_results_have_the_page_fields(service: MemoryService) -> None:
 def test_defaults_match_the_contract(service: MemoryService) -> None:
     tools = listed_tools(service)
     retrieve = tools["retrieve_memory"].input_schema["properties"]
-    assert retrieve["relationship_with_user"]["default"] == "friend"
+    # A host that passes no relationship gets no relationship line in its context.
+    assert retrieve["relationship_with_user"]["default"] == ""
     assert retrieve["style_hint"]["default"] == ""
     assert retrieve["max_results"]["default"] == 10
     profile = tools["get_user_profile"].input_schema["properties"]

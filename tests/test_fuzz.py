@@ -640,7 +640,27 @@ def argument_strategies(world: World) -> dict[str, st.SearchStrategy[Any]]:
         "confirm": ids,
         "data": import_documents(world),
         "mode": modes,
+        "facts": st.one_of(st.none(), st.lists(host_fact(world), max_size=4), anything),
+        "profile": st.one_of(st.none(), st.dictionaries(st.one_of(sections, short_text), texts, max_size=3), anything),
+        "retry_failed": bools,
     }
+
+
+sections = st.sampled_from(
+    ["workContext", "personalContext", "topOfMind", "recentMonths", "earlierContext", "longTermBackground"]
+)
+
+
+def host_fact(world: World) -> st.SearchStrategy[dict[str, Any]]:
+    """A fact as a host model might send it with add_memory, often broken somewhere."""
+    return st.fixed_dictionaries(
+        {"content": texts, "category": categories, "confidence": confidences},
+        optional={
+            "sourceError": texts,
+            "replaces": st.one_of(st.integers(0, 100).map(world.fact_id), ids),
+            "extra": anything,
+        },
+    )
 
 
 plain_text = st.text(st.characters(codec="utf-8", categories=["L", "N", "Zs", "P"]), min_size=1, max_size=60).filter(
@@ -692,6 +712,17 @@ def valid_strategies(world: World) -> dict[str, st.SearchStrategy[Any]]:
         "confirm": st.sampled_from(["alice", "bob", "carol"]),
         "data": valid_import,
         "mode": st.sampled_from(["merge", "replace"]),
+        "facts": st.one_of(
+            st.none(),
+            st.lists(
+                st.fixed_dictionaries(
+                    {"content": plain_text, "category": st.sampled_from(["preference", "goal"]), "confidence": finite}
+                ),
+                max_size=3,
+            ),
+        ),
+        "profile": st.one_of(st.none(), st.dictionaries(sections, plain_text, max_size=2)),
+        "retry_failed": st.booleans(),
     }
 
 

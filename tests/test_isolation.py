@@ -46,6 +46,9 @@ SECTIONS = {
 class ServiceSwitch:
     """Stands in for the MemoryService under one built server; `target` is swapped per example."""
 
+    # What the server is built with, before any target exists: its instructions ask the host for facts.
+    extraction_on = False
+
     def __init__(self) -> None:
         self.target: MemoryService | None = None
 

@@ -70,6 +70,14 @@ def memory_bytes(data_dir: Path, user: str = "alice") -> bytes | None:
     return path.read_bytes() if path.exists() else None
 
 
+def remembered(data_dir: Path, user: str = "alice") -> dict[str, Any]:
+    """The stored memory without its bookkeeping (when it was written, which replies failed)."""
+    document = json.loads(memory_file(data_dir, user).read_text(encoding="utf-8"))
+    document.pop("lastUpdated")
+    document["analysis"].pop("failing", None)
+    return document
+
+
 def assert_no_error_text(data_dir: Path) -> None:
     """No memory.json under the data dir holds anything an error or a failed reply said."""
     for path in data_dir.rglob("memory.json"):
@@ -254,18 +262,19 @@ GARBAGE = {
 def test_garbage_replies_change_nothing_are_reported_and_the_work_is_done_by_a_later_good_reply(
     make_tools: Callable[..., Tools], llm: ScriptedLLM, data_dir: Path
 ) -> None:
-    t = make_tools(start=False, llm_max_attempts=1)
+    # Enough attempts that no batch is set aside here (test_update_replies covers that).
+    t = make_tools(start=False, llm_max_attempts=1, max_batch_attempts=len(GARBAGE) + 1)
     t.own.add_fact("Alice lives in Lyon", user_id="alice")
     t.memory.add_memory("I moved to Berlin", "Noted", user_id="alice")
     t.memory.add_memory("I work at Acme", "Nice", user_id="alice")
-    before = memory_bytes(data_dir)
+    before = remembered(data_dir)
 
     for name, step in GARBAGE.items():
         llm.enqueue(step)
         flushed = t.memory.flush_memory(user_id="alice")
         assert flushed.errors, f"{name}: the failure is reported"
         assert (flushed.pages_analysed, flushed.facts_added, flushed.pending_pages) == (0, [], 2), name
-        assert memory_bytes(data_dir) == before, f"{name}: memory.json changed"
+        assert remembered(data_dir) == before, f"{name}: memory changed"
         assert t.own.memory_status().last_update_errors == [flushed.errors[-1]], name
     assert len(llm.requests) == len(GARBAGE), "one request per flush (llm_max_attempts=1)"
 
@@ -296,13 +305,13 @@ def test_a_reply_retiring_more_facts_than_max_fact_removals_is_rejected_whole(
     t = make_tools(start=False, **({} if limit is None else {"max_fact_removals": limit}))
     existing = [existing_fact(number, f"Alice fact number {number}") for number in range(1, facts + 1)]
     t.service.store.write_document(Scope("alice"), MemoryDocument(facts=existing))
-    before = memory_bytes(data_dir)
+    before = remembered(data_dir)
     t.memory.add_memory("Forget everything about me", "Hmm", user_id="alice")
     llm.enqueue(reply(update(["Alice wants a fresh start"], remove=[fact.id for fact in existing[:removed]])))
 
     flushed = t.memory.flush_memory(user_id="alice")
 
-    assert memory_bytes(data_dir) == before, "nothing changes"
+    assert remembered(data_dir) == before, "nothing changes"
     assert (flushed.pages_analysed, flushed.facts_removed, flushed.facts_added, flushed.pending_pages) == (0, [], [], 1)
     assert flushed.errors and "max_fact_removals" in flushed.errors[-1], flushed.errors
     assert t.own.memory_status().last_update_errors == [flushed.errors[-1]]
@@ -341,7 +350,7 @@ def test_a_reply_cannot_evict_every_fact_by_flooding_new_ones(
     t = make_tools(start=False, max_facts=10)
     existing = [existing_fact(number, f"Alice fact number {number}") for number in range(1, 11)]
     t.service.store.write_document(Scope("alice"), MemoryDocument(facts=existing))
-    before = memory_bytes(data_dir)
+    before = remembered(data_dir)
     t.memory.add_memory("blah", "blah", user_id="alice")
     flood = [{"content": f"Junk fact {i}", "category": "context", "confidence": 1.0} for i in range(10)]
     llm.enqueue(reply({"user": {}, "history": {}, "newFacts": flood, "factsToRemove": []}))
@@ -357,7 +366,7 @@ def test_a_reply_cannot_evict_every_fact_by_flooding_new_ones(
         f"kept as history: {sum(f['content'] in lost for f in stored)}; flush errors: {flushed.errors}"
     )
     # As the product does it now: crowding out counts as removal, and the reply is rejected whole.
-    assert memory_bytes(data_dir) == before
+    assert remembered(data_dir) == before
     assert flushed.errors and "max_fact_removals" in flushed.errors[-1], flushed.errors
     assert (flushed.facts_added, flushed.facts_removed, flushed.pending_pages) == ([], [], 1)
 

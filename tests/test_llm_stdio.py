@@ -209,7 +209,7 @@ def test_add_flush_profile_and_retrieve_over_stdio(start_server: ServerFactory, 
 
     flushed = server.call("flush_memory", user_id="alice")
 
-    assert flushed["extraction"] == "on"
+    assert flushed["extraction"] == "server"
     assert (flushed["pages_analysed"], flushed["llm_calls"], flushed["pending_pages"]) == (2, 1, 0)
     assert flushed["facts_added"] == ["Writes Go at Acme", "Has a cat named Miso"]
     assert flushed["sections_updated"] == ["user.workContext"]

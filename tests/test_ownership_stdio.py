@@ -394,7 +394,7 @@ def test_forget_with_an_llm_and_pending_work_leaves_no_file_of_the_user(
     out = run(body, timeout=60)
     assert out["llm_started"], "an update was running when forget was called"
     status = out["status"]
-    assert status["llm_configured"] is True and status["extraction"] == "on"
+    assert status["llm_configured"] is True and status["extraction"] == "server"
     assert status["llm_base_url"] == llm.base_url
     assert out["forgotten"]["removed_pages"] == 5
     assert out["left_at_once"] == []

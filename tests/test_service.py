@@ -21,7 +21,7 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     Section,
 )
-from memory_mcp.service import EXTRACTION_OFF_NOTE, MemoryService
+from memory_mcp.service import EMPTY_PROFILE_HOST_NOTE, EMPTY_PROFILE_NOTE, HOST_EXTRACTION_NOTE, MemoryService
 from memory_mcp.store import Scope
 
 
@@ -372,22 +372,27 @@ def test_profile_switches(service: MemoryService) -> None:
     assert [entry.id for entry in with_assistant.assistant_knowledge] == ["k1", "k2"]
 
 
-def test_notes_say_extraction_is_off_without_an_llm(data_dir: Path) -> None:
+def test_without_an_llm_notes_say_what_fills_structured_memory(data_dir: Path) -> None:
     service = MemoryService(Settings(data_storage_path=data_dir))
 
-    assert EXTRACTION_OFF_NOTE in service.get_user_profile(ProfileRequest.build()).notes
-    assert EXTRACTION_OFF_NOTE in retrieve(service, "x").notes
-    assert "OPENAI_BASE_URL" in EXTRACTION_OFF_NOTE
+    empty = service.get_user_profile(ProfileRequest.build()).notes
+    assert empty == retrieve(service, "x").notes == [EMPTY_PROFILE_HOST_NOTE]
+    assert "add_memory" in EMPTY_PROFILE_HOST_NOTE and "endpoint" in EMPTY_PROFILE_HOST_NOTE
+    # Nothing fills the profile by itself here, so no note may promise that it will.
+    assert not any("fills in as conversations are remembered" in note for note in empty)
+    write_knowledge(service, Scope("default"))
+    assert service.get_user_profile(ProfileRequest.build()).notes == [HOST_EXTRACTION_NOTE]
+    assert "OPENAI_BASE_URL" in HOST_EXTRACTION_NOTE and "`facts`" in HOST_EXTRACTION_NOTE
 
 
-def test_notes_do_not_claim_extraction_is_off_when_an_llm_is_configured(data_dir: Path) -> None:
+def test_with_an_llm_notes_promise_the_profile_fills_in(data_dir: Path) -> None:
     on = MemoryService(Settings(data_storage_path=data_dir, openai_base_url="http://127.0.0.1:11434/v1"))
     disabled = MemoryService(Settings(data_storage_path=data_dir, openai_api_key="sk-x", memory={"enabled": False}))
 
-    assert EXTRACTION_OFF_NOTE not in on.get_user_profile(ProfileRequest.build()).notes
+    assert on.get_user_profile(ProfileRequest.build()).notes == [EMPTY_PROFILE_NOTE]
     # Switched off by the user rather than for want of an endpoint: the note names the setting.
     disabled_notes = disabled.get_user_profile(ProfileRequest.build()).notes
-    assert EXTRACTION_OFF_NOTE not in disabled_notes
+    assert EMPTY_PROFILE_NOTE not in disabled_notes
     assert any("memory.enabled" in note for note in disabled_notes)
 
 
@@ -396,7 +401,8 @@ def test_empty_profile_is_explained_and_filled_profile_is_not(service: MemorySer
     write_knowledge(service, Scope("alice"))
     filled_notes = service.get_user_profile(ProfileRequest.build(user_id="alice")).notes
 
-    assert len(empty_notes) == len(filled_notes) + 1
+    assert any("Nothing is known" in note for note in empty_notes)
+    assert not any("Nothing is known" in note for note in filled_notes)
 
 
 # --- scoping and sharing --------------------------------------------------------------------

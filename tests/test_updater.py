@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from core_calls import add, flush
 from scripted_llm import ScriptedLLM, Step, conversation_of, reply
+from update_helpers import ServiceFactory, fact, section, update
 
-from memory_mcp.config import Settings
 from memory_mcp.errors import LLMTransientError
 from memory_mcp.models import (
     Fact,
@@ -38,37 +37,6 @@ REINFORCEMENT_HINT = "appears to confirm the assistant"
 FACT_ID = re.compile(r"^fact_[0-9a-f]{8}$")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
-# Flush-driven tests: a debounce that never fires, few and quick attempts, no wait at close.
-TEST_MEMORY = {"debounce_seconds": 60, "llm_timeout_seconds": 5, "llm_max_attempts": 2, "shutdown_flush_seconds": 0}
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def fact(content: str, category: str = "context", confidence: float = 0.9, **extra: Any) -> dict[str, Any]:
-    return {"content": content, "category": category, "confidence": confidence, **extra}
-
-
-def update(
-    facts: list[Any] | None = None,
-    remove: list[str] | None = None,
-    user: dict[str, Any] | None = None,
-    history: dict[str, Any] | None = None,
-    knowledge: list[Any] | None = None,
-) -> dict[str, Any]:
-    """An update in the shape the prompt asks for."""
-    return {
-        "user": user or {},
-        "history": history or {},
-        "newFacts": facts or [],
-        "factsToRemove": remove or [],
-        "assistantKnowledge": knowledge or [],
-    }
-
-
-def section(summary: str, should_update: bool = True) -> dict[str, Any]:
-    return {"summary": summary, "shouldUpdate": should_update}
-
 
 def memory_file(data_dir: Path, user: str = "alice", agent: str | None = None) -> Path:
     scope_dir = data_dir / "users" / user
@@ -77,6 +45,14 @@ def memory_file(data_dir: Path, user: str = "alice", agent: str | None = None) -
 
 def stored(data_dir: Path, user: str = "alice") -> dict[str, Any]:
     return json.loads(memory_file(data_dir, user).read_text(encoding="utf-8"))
+
+
+def remembered(data_dir: Path, user: str = "alice") -> dict[str, Any]:
+    """The stored memory without its bookkeeping (when it was written, which replies failed)."""
+    document = stored(data_dir, user)
+    document.pop("lastUpdated")
+    document["analysis"].pop("failing", None)
+    return document
 
 
 def current_facts(data_dir: Path, user: str = "alice") -> list[dict[str, Any]]:
@@ -101,30 +77,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-ServiceFactory = Callable[..., MemoryService]
-
-
-@pytest.fixture
-def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
-    """Services on the test's data dir, talking to the scripted LLM unless told otherwise."""
-    opened: list[MemoryService] = []
-
-    def factory(base_url: str | None = "scripted", memory: dict[str, Any] | None = None, **top: Any) -> MemoryService:
-        settings = Settings(
-            data_storage_path=data_dir,
-            openai_base_url=llm.base_url if base_url == "scripted" else base_url,
-            memory={**TEST_MEMORY, **(memory or {})},
-            **top,
-        )
-        service = MemoryService(settings)
-        opened.append(service)
-        return service
-
-    yield factory
-    for service in opened:
-        service.close()
 
 
 @pytest.fixture
@@ -182,7 +134,8 @@ UNUSABLE_REPLIES = [
 def test_an_unusable_reply_changes_nothing_and_is_retried_later(
     service: MemoryService, llm: ScriptedLLM, data_dir: Path, bad: str
 ) -> None:
-    before = seed(service, facts=[existing_fact(1, "Alice lives in Lyon")])
+    seed(service, facts=[existing_fact(1, "Alice lives in Lyon")])
+    before = remembered(data_dir)
     add(service, "I moved to Berlin", "Noted", user_id="alice")
     add(service, "I write Go at Acme", "Nice", user_id="alice")
     llm.enqueue(reply(bad), reply(GOOD))
@@ -191,7 +144,8 @@ def test_an_unusable_reply_changes_nothing_and_is_retried_later(
 
     assert failed.errors and failed.pages_analysed == 0 and failed.facts_added == []
     assert failed.pending_pages == 2
-    assert memory_file(data_dir).read_bytes() == before
+    assert remembered(data_dir) == before
+    assert stored(data_dir)["analysis"]["failing"][""]["attempts"] == 1  # counted, towards setting it aside
 
     retried = flush(service, user_id="alice")
 
@@ -365,7 +319,8 @@ def test_removals_with_a_malformed_new_fact_reject_the_whole_update(
     service: MemoryService, llm: ScriptedLLM, data_dir: Path, malformed: Any
 ) -> None:
     lyon = existing_fact(1, "Lives in Lyon")
-    before = seed(service, facts=[lyon])
+    seed(service, facts=[lyon])
+    before = remembered(data_dir)
     llm.enqueue(
         reply(
             update(
@@ -382,7 +337,7 @@ def test_removals_with_a_malformed_new_fact_reject_the_whole_update(
     assert result.errors and "reject" in result.errors[0]
     assert (result.facts_added, result.facts_removed, result.sections_updated) == ([], [], [])
     assert result.pending_pages == 1
-    assert memory_file(data_dir).read_bytes() == before
+    assert remembered(data_dir) == before
 
     llm.enqueue(reply(update(facts=[fact("Lives in Berlin")], remove=[lyon.id])))
     fixed = flush(service, user_id="alice")
@@ -792,7 +747,7 @@ def test_an_unreachable_endpoint_is_retried_then_left_pending(make_service: Serv
 
     assert_still_pending_and_untouched(result, data_dir, pages=1, before=None)
     assert "unreachable" in result.errors[0]
-    assert result.extraction == "on"
+    assert result.extraction == "server"
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
@@ -858,7 +813,7 @@ def test_flush_reports_what_changed(service: MemoryService, llm: ScriptedLLM, da
         "status": "success",
         "user_id": "alice",
         "agent_name": None,
-        "extraction": "on",
+        "extraction": "server",
         "pages_analysed": 2,
         "llm_calls": 1,
         "facts_added": ["Lives in Berlin", "Works at Acme"],
@@ -866,6 +821,7 @@ def test_flush_reports_what_changed(service: MemoryService, llm: ScriptedLLM, da
         "sections_updated": ["user.workContext", "user.topOfMind"],
         "assistant_knowledge_added": ["Suggested a moving checklist"],
         "pending_pages": 0,
+        "set_aside_pages": 0,
         "errors": [],
         "notes": [],
     }
@@ -910,7 +866,7 @@ def test_flush_of_several_threads_runs_one_update_per_thread(service: MemoryServ
 def test_flush_with_nothing_pending_calls_no_llm(service: MemoryService, llm: ScriptedLLM) -> None:
     result = flush(service, user_id="nobody")
 
-    assert (result.extraction, result.llm_calls, result.pending_pages, result.errors) == ("on", 0, 0, [])
+    assert (result.extraction, result.llm_calls, result.pending_pages, result.errors) == ("server", 0, 0, [])
     assert llm.requests == []
 
 

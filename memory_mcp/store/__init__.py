@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.models import MemoryDocument, Page, StoredPage
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,18 @@ class PageLog:
 
     generation: int
     pages: Sequence[Page]
+
+
+def page_record(page: Page) -> str:
+    """A page as one log record (JSON): its host memory too, when it carries some."""
+    return page.record() if isinstance(page, StoredPage) else page.model_dump_json()
+
+
+def page_from_record(record: str | bytes) -> Page:
+    """A page read back from its record: a StoredPage only when it carries host memory, so that
+    the pages of the log compare equal to the Page the caller stored."""
+    carries = b'"host_memory"' in record if isinstance(record, bytes) else '"host_memory"' in record
+    return StoredPage.model_validate_json(record) if carries else Page.model_validate_json(record)
 
 
 class MemoryStore(Protocol):

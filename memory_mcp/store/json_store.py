@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from memory_mcp.errors import StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
-from memory_mcp.store import PageLog, Scope
+from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.durable import (
     FILE_MODE,
     append_records,
@@ -133,7 +133,7 @@ class JsonStore:
     def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
         if not pages:
             return
-        records = b"".join((page.model_dump_json() + "\n").encode("utf-8") for page in pages)
+        records = b"".join((page_record(page) + "\n").encode("utf-8") for page in pages)
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
         with (
@@ -193,7 +193,7 @@ class JsonStore:
         new_pages = []
         for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
             try:
-                new_pages.append(Page.model_validate_json(line))
+                new_pages.append(page_from_record(line))
             except ValidationError:
                 raise StorageError(
                     f"{path} line {number} is not a valid page record; the file was left untouched "

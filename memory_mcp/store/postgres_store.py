@@ -16,7 +16,7 @@ PostgreSQL schema (default `memory_mcp`):
 
     pages (user_id, agent_name, position, seq, page_id, page json, added_at)
         PK (user_id, agent_name, position); UNIQUE (user_id, agent_name, page_id); FK to scopes.
-        The verbatim exchanges. `page` is Page.model_dump_json() stored as `json` (kept verbatim,
+        The verbatim exchanges. `page` is StoredPage.record() stored as `json` (kept verbatim,
         so text holding U+0000 round-trips, which `jsonb` refuses). `position` is the page's index in
         its scope's log; `seq` (bigserial) is the global order of insertion.
 
@@ -74,7 +74,7 @@ from pydantic import ValidationError
 from memory_mcp.errors import StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
-from memory_mcp.store import PageLog, Scope
+from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ class PostgresStore:
             "a": agent,
             "n": len(pages),
             "ids": page_ids,
-            "pages": [page.model_dump_json() for page in pages],
+            "pages": [page_record(page) for page in pages],
         }
 
         def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, int] | None:
@@ -378,7 +378,7 @@ class PostgresStore:
                 if position is None:
                     continue
                 try:
-                    new_pages.append(Page.model_validate_json(text))
+                    new_pages.append(page_from_record(text))
                 except ValidationError as exc:
                     reason = str(exc).splitlines()[0]
                     raise StorageError(

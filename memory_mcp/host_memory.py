@@ -1,0 +1,113 @@
+"""Structured memory sent by the host model with an exchange (add_memory's `facts` and `profile`).
+
+The host model already reads every exchange, so it can say what it learned without a second LLM
+and a second key. What it sends is stored inside the page record itself (one atomic append), then
+applied to the memory document by the same rules as the server's updater. The document records
+how far the log's host memory has been applied (`analysis.hostBefore`), so a crash between the
+append and the document write is finished by the next writer, or at the next start: nothing
+acknowledged is lost and nothing is applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import InvalidInput
+from memory_mcp.facts import current
+from memory_mcp.models import (
+    USER_SECTION_NAMES,
+    HostMemory,
+    MemoryDocument,
+    Page,
+    StoredPage,
+    StructuredUpdate,
+)
+from memory_mcp.rules import SectionUpdate, UpdateProposal, UpdateRejected, UpdateReport, apply_proposal
+from memory_mcp.store import MemoryStore, Scope
+
+log = logging.getLogger(__name__)
+
+HOST_SOURCE = "host"
+
+
+def check(document: MemoryDocument, host: HostMemory, settings: Settings, scope: Scope) -> None:
+    """Raise InvalidInput, before anything is written, if the rules would refuse what the host sent."""
+    holding = {fact.id: fact for fact in current(document.facts)}
+    retired = {fact.id: fact for fact in document.facts if fact.validTo is not None}
+    claimed: dict[str, int] = {}
+    for index, fact in enumerate(host.facts):
+        if fact.replaces is None:
+            continue
+        if fact.replaces in retired:
+            successor = retired[fact.replaces].supersededBy
+            later = f" (superseded by {successor})" if successor else ""
+            raise InvalidInput(
+                f"facts[{index}].replaces: fact {fact.replaces} no longer holds{later}; replace the current one"
+            )
+        if fact.replaces not in holding:
+            raise InvalidInput(
+                f"facts[{index}].replaces: no fact {fact.replaces!r} for {scope.describe()}; search_facts lists the ids"
+            )
+        if fact.replaces in claimed:
+            raise InvalidInput(
+                f"facts[{index}].replaces: facts[{claimed[fact.replaces]}] already replaces {fact.replaces}"
+            )
+        claimed[fact.replaces] = index
+    try:
+        apply_proposal(document, proposal_of(host), settings, HOST_SOURCE)
+    except UpdateRejected as exc:
+        raise InvalidInput(f"facts: {exc}; nothing was written") from None
+
+
+def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
+    """Apply, in log order and in one document write, the host memory of every page not applied
+    yet; return what each page's changed, by page id."""
+    pages = store.read_pages(scope).pages
+    if not _holds_pending(pages, store.read_document(scope).analysis.hostBefore):
+        return {}
+    reports: dict[str, UpdateReport] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        reports.clear()
+        for page in pages[document.analysis.hostBefore :]:
+            if not isinstance(page, StoredPage) or page.host_memory is None:
+                continue
+            try:
+                document, reports[page.page_id] = apply_proposal(
+                    document, proposal_of(page.host_memory), settings, HOST_SOURCE
+                )
+            except UpdateRejected as exc:  # memory changed since the check: keep the exchange, skip this
+                log.warning("structured memory sent with %s not applied: %s", page.page_id, exc)
+                reports[page.page_id] = UpdateReport(errors=[str(exc)])
+        progress = document.analysis.model_copy(update={"hostBefore": len(pages)})
+        return document.model_copy(update={"analysis": progress})
+
+    store.update_document(scope, change)
+    return reports
+
+
+def outcome(report: UpdateReport | None) -> StructuredUpdate:
+    """What an add_memory call's facts and profile changed (a concurrent writer may have applied
+    them already, in which case their effect is in memory but not itemised here)."""
+    report = report or UpdateReport()
+    return StructuredUpdate(
+        facts_added=report.facts_added,
+        facts_skipped=report.facts_skipped,
+        facts_superseded=report.facts_superseded,
+        sections_updated=report.sections_updated,
+    )
+
+
+def proposal_of(host: HostMemory) -> UpdateProposal:
+    user = {name: SectionUpdate(summary=text, shouldUpdate=True) for name, text in host.profile.items()}
+    return UpdateProposal(
+        user={name: update for name, update in user.items() if name in USER_SECTION_NAMES},
+        history={name: update for name, update in user.items() if name not in USER_SECTION_NAMES},
+        newFacts=list(host.facts),
+    )
+
+
+def _holds_pending(pages: Sequence[Page], applied_before: int) -> bool:
+    return any(isinstance(page, StoredPage) and page.host_memory is not None for page in pages[applied_before:])
