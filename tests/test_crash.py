@@ -2,7 +2,8 @@
 
 Guarantees proved here:
 
-1. An acknowledged add_memory survives a crash at any instant.
+1. An acknowledged add_memory survives a crash at any instant, with the facts the host sent with
+   it; and facts sent with an add the crash cut short are applied at the next start, once.
 2. No file is ever left unreadable: after any crash the server starts and serves every user; a
    torn tail of the page log is dropped with a warning, never the data before it.
 
@@ -31,6 +32,7 @@ a file to receive the summary as JSON (it is also written to the test's tmp_path
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -98,6 +100,7 @@ SCOPE_FILES = {"pages.jsonl", "memory.json", ".lock", ".memory.lock", ".update.l
 TEMP_FILE = re.compile(r"\.memory\.json\.[0-9a-f]{8}\.tmp")  # durable.atomic_write's temp name
 
 FACT = "Runs crash tests on the memory server"
+MAX_FACTS = 100  # memory.max_facts, the default: beyond it the oldest of equal confidence are retired
 LLM_UPDATE = {
     "user": {"topOfMind": {"summary": "Testing that memory survives crashes.", "shouldUpdate": True}},
     "history": {},
@@ -370,6 +373,7 @@ class Sent:
     user_input: str  # unique: it starts with a marker no other request carries
     agent_response: str
     thread_id: str | None
+    fact: str | None = None  # a fact the add carried, as a host model sends them
 
     @property
     def scope(self) -> ScopeKey:
@@ -394,6 +398,8 @@ class Ledger:
     sent: dict[str, Sent] = field(default_factory=dict)  # by user_input
     acked: dict[str, Sent] = field(default_factory=dict)  # by page_id
     logs: dict[ScopeKey, LogState] = field(default_factory=dict)
+    facts: dict[ScopeKey, set[str]] = field(default_factory=dict)  # every fact in memory.json, held or not
+    crowded: set[ScopeKey] = field(default_factory=set)  # memory.max_facts reached: old facts may be gone
     failures: list[str] = field(default_factory=list)
     unterminated_tails: int = 0  # seen by a check while every server was dead
     stale_temp_files: set[str] = field(default_factory=set)
@@ -449,6 +455,24 @@ class Ledger:
                     self.fail(f"{when}: page {page_id} is not what was acknowledged: {page!r}")
             if lost:
                 self.fail(f"{when}: {lost} acknowledged pages lost")
+            for page_id, sent in acked.items():
+                # Written to memory.json before the add was answered (and memory.json is read
+                # after the acknowledgements are taken): it must be there.
+                stored = self.facts.get(sent.scope, set())
+                if sent.fact is not None and sent.fact not in stored and sent.scope not in self.crowded:
+                    self.fail(f"{when}: the fact acknowledged with {page_id} ({sent.fact!r}) is LOST")
+
+    def unapplied_host_facts(self, when: str) -> list[str]:
+        """Facts carried by stored exchanges that memory.json does not hold (yet): those of adds a
+        kill cut short between their two writes, until a restart finishes them."""
+        self.check_files(when, quiescent=False)
+        with self.lock:
+            missing = []
+            for scope, state in self.logs.items():
+                carried = {self.sent[page.user_input].fact for page in state.pages.values()} - {None}
+                if scope not in self.crowded:
+                    missing += sorted(carried - self.facts.get(scope, set()))
+            return missing
 
     def _check_scope(self, directory: Path, scope: ScopeKey, when: str, quiescent: bool, seen: Counter) -> None:
         for entry in directory.iterdir():
@@ -459,6 +483,10 @@ class Ledger:
                 continue
             self.fail(f"{when}: unexpected file {entry}")
         document = self._read_document(directory / "memory.json", when)  # first: see the docstring above
+        if document is not None:
+            self.facts[scope] = {fact.content for fact in document.facts}
+            if len(current(document.facts)) >= MAX_FACTS:
+                self.crowded.add(scope)
         state = self.logs.setdefault(scope, LogState())
         path = directory / "pages.jsonl"
         data = path.read_bytes() if path.exists() else b""
@@ -672,6 +700,9 @@ def next_operation(
     arguments = {"user_input": sent.user_input, "agent_response": sent.agent_response, **identity}
     if sent.thread_id is not None:
         arguments["thread_id"] = sent.thread_id
+    if rng.random() < 0.2:
+        sent = dataclasses.replace(sent, fact=f"{marker} is a host fact")
+        arguments["facts"] = [{"content": sent.fact, "category": "context", "confidence": 0.9}]
     if rng.random() < 0.3:
         arguments["meta_data"] = {"marker": marker}
     return "add_memory", arguments, sent
@@ -707,7 +738,13 @@ def verify_with_fresh_server(ledger: Ledger, launcher: Launcher, name: str) -> i
                 verified += len(by_scope.get(scope, set()))
                 identity = {"user_id": user_id, **({"agent_name": scope[1]} if scope[1] else {})}
                 recalled = server.tool("retrieve_memory", {"query": "kettle violin", **identity})
-                assert [page["page_id"] for page in recalled["short_term_memory"]] == on_disk[-10:], scope
+                # The newest by timestamp, ties by place in the log (a server may store a page
+                # stamped a second earlier just after another's).
+                stored = list(ledger.logs[scope].pages.values())
+                newest = sorted(range(len(stored)), key=lambda n: (stored[n].timestamp, n))[-10:]
+                assert [page["page_id"] for page in recalled["short_term_memory"]] == [
+                    stored[n].page_id for n in newest
+                ], scope
                 server.tool("get_user_profile", {"include_knowledge": True, **identity})
         code = server.close_stdin_and_wait(15)
     finally:
@@ -720,8 +757,9 @@ def verify_with_fresh_server(ledger: Ledger, launcher: Launcher, name: str) -> i
 
 
 def resume_and_finish(ledger: Ledger, launcher: Launcher, llm_url: str) -> None:
-    """A spawned server with the LLM on resumes what the kills interrupted; once nothing is pending
-    it is ended as hosts do (stdin closed) and must exit 0."""
+    """A spawned server with the LLM on resumes what the kills interrupted (updates, and facts
+    whose add was cut short); once nothing is pending it is ended as hosts do (stdin closed) and
+    must exit 0."""
     config = write_config(launcher.workdir / "configs" / "final.json", {"memory": {"debounce_seconds": 0.05}})
     server = launcher.start(ledger.home, config, llm_url, "final", spawn=True)
     try:
@@ -729,10 +767,12 @@ def resume_and_finish(ledger: Ledger, launcher: Launcher, llm_url: str) -> None:
         deadline = time.monotonic() + 60
         while True:
             pending = sum(user["pending_pages"] for user in server.tool("memory_status", {})["users"])
-            if pending == 0 or time.monotonic() > deadline:
+            unapplied = ledger.unapplied_host_facts("after the final restart")
+            if (pending == 0 and not unapplied) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert pending == 0, f"{pending} exchanges still pending a minute after the last restart"
+        assert not unapplied, f"facts of stored exchanges never applied after the restart: {unapplied[:3]}"
         assert server.close_stdin_and_wait(30) == 0, server.stderr()[-3000:]
     finally:
         server.kill()
@@ -829,6 +869,7 @@ def test_acknowledged_adds_survive_sigkill_at_any_instant(tmp_path: Path, llm: S
         "requests_sent": counts.requests,
         "responses_cut_by_kill": counts.cut_by_kill,
         "acknowledged_writes_verified": verified,
+        "acknowledged_host_facts_verified": sum(sent.fact is not None for sent in ledger.acked.values()),
         "lost": 0,
         "duplicated": 0,
         "pages_on_disk": sum(len(state.pages) for state in ledger.logs.values()),
