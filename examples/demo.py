@@ -1,9 +1,11 @@
 """A real MCP client session against the real stdio server: what `make demo` runs.
 
 It starts `server.py` as a subprocess (exactly as Claude Desktop or Cursor would), stores a few
-exchanges for two users, recalls them, runs structured extraction (with OPENAI_API_KEY or
-OPENAI_BASE_URL set; otherwise the server says it is off), shows a profile, and shows that one
-user cannot see the other's memory. Data goes to a temporary directory unless --data-dir is given.
+exchanges for two users (with the facts a host model passes along, as the server's instructions
+ask when it has no LLM of its own), recalls them and prints the <memory> block a host injects, runs
+the server's own extraction when OPENAI_API_KEY or OPENAI_BASE_URL is set, shows a profile, and
+shows that one user cannot see the other's memory. Data goes to a temporary directory unless
+--data-dir is given.
 """
 
 from __future__ import annotations
@@ -23,21 +25,41 @@ from mcp.client.stdio import StdioServerParameters
 
 SERVER = Path(__file__).resolve().parent.parent / "server.py"
 
-ALICE = [
+# (what the user said, what the assistant answered, what the host model learned from it)
+ALICE: list[tuple[str, str, dict[str, Any]]] = [
     (
         "I'm Alice. I work on the billing service at Acme, mostly in Go.",
         "Nice to meet you, Alice! Go is a good fit for billing.",
+        {
+            "facts": [
+                {"content": "Alice works on the billing service at Acme", "category": "context", "confidence": 0.95}
+            ],
+            "profile": {"workContext": "Alice works on the billing service at Acme, mostly in Go."},
+        },
     ),
-    ("My daughter Mia starts primary school in September.", "That's a big step. I hope Mia enjoys school!"),
-    ("I prefer answers with code examples rather than long explanations.", "Understood: I'll lead with code."),
+    ("My daughter Mia starts primary school in September.", "That's a big step. I hope Mia enjoys school!", {}),
+    (
+        "I prefer answers with code examples rather than long explanations.",
+        "Understood: I'll lead with code.",
+        {
+            "facts": [
+                {
+                    "content": "Prefers answers that lead with code examples",
+                    "category": "preference",
+                    "confidence": 0.95,
+                }
+            ]
+        },
+    ),
     (
         "We're migrating billing from MySQL to PostgreSQL next quarter.",
         "A plan with dual writes and a backfill would make that safer.",
+        {},
     ),
 ]
-BOB = [
-    ("Hi, I'm Bob. I grow tomatoes and peppers in my allotment.", "Lovely! Tomatoes and peppers both love sun."),
-    ("My peppers got aphids last week.", "Try a soap spray, or bring in ladybirds."),
+BOB: list[tuple[str, str, dict[str, Any]]] = [
+    ("Hi, I'm Bob. I grow tomatoes and peppers in my allotment.", "Lovely! Tomatoes and peppers both love sun.", {}),
+    ("My peppers got aphids last week.", "Try a soap spray, or bring in ladybirds.", {}),
 ]
 
 
@@ -71,7 +93,7 @@ async def run(data_dir: Path) -> dict[str, Any]:
         print("Tools:", ", ".join(tool.name for tool in tools.tools))
 
         for user_id, exchanges in (("alice", ALICE), ("bob", BOB)):
-            for user_input, agent_response in exchanges:
+            for user_input, agent_response, learned in exchanges:
                 added = await call(
                     client,
                     "add_memory",
@@ -80,6 +102,7 @@ async def run(data_dir: Path) -> dict[str, Any]:
                         "agent_response": agent_response,
                         "user_id": user_id,
                         "thread_id": "demo",
+                        **learned,
                     },
                 )
             print(f"Stored {len(exchanges)} exchanges for {user_id} (last page {added['page_id']})")
@@ -93,9 +116,11 @@ async def run(data_dir: Path) -> dict[str, Any]:
             "alice asks: When does my daughter start school? Recent exchanges", brief_pages(recall["short_term_memory"])
         )
         show("Older exchanges ranked for the question [score]", brief_pages(recall["retrieved_pages"]))
+        print(f"\n== The <memory> block a host injects ({recall['context_tokens']} tokens)")
+        print(textwrap.indent(recall["context"], "   "))
         flushed = await call(client, "flush_memory", {"user_id": "alice"})
         show(
-            f"flush_memory for alice: structured extraction is {flushed['extraction']}",
+            f"flush_memory for alice: structured memory comes from {flushed['extraction']}",
             {key: flushed[key] for key in ("pages_analysed", "facts_added", "sections_updated", "errors", "notes")},
         )
         profile = await call(client, "get_user_profile", {"user_id": "alice"})
