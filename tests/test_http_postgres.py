@@ -16,7 +16,7 @@ import anyio
 import pytest
 from http_helpers import HttpServer, http_client, issue_token
 from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
-from scripted_llm import EMPTY_UPDATE, ScriptedLLM, reply
+from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
 from stdio_helpers import add, recall, run, write_config
 
 from memory_mcp.config import load_settings
@@ -117,9 +117,9 @@ def test_two_instances_on_one_database_lose_nothing_and_extract_each_exchange_on
     for user in USERS:
         assert sorted(stored[user]) == sorted(acknowledged[user]), f"{user}: lost or duplicated exchanges"
     assert sum(map(len, stored.values())) == 2 * ADDS_PER_CLIENT
-    conversations = [next(m["content"] for m in request["messages"] if m["role"] == "user") for request in llm.requests]
+    sent = [exchange["user"] for request in llm.requests for exchange in exchanges_of(request)]
     for page in (page for user in USERS for page in pages[user]):
-        times = sum(f"User: {page.user_input}\n" in conversation for conversation in conversations)
+        times = sent.count(page.user_input)
         assert times == 1, f"{page.user_input!r} was sent to the LLM {times} times"
     numbered = [content for content in facts if content.startswith("Numbered fact")]
     assert len(numbered) == len(set(numbered)) == len(llm.requests), "every extraction applied exactly once"

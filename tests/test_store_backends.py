@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from postgres_fixture import Schemas, fresh_schemas, postgres_dsn
+from waiting import wait_until
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import StorageError
@@ -32,9 +33,12 @@ from memory_mcp.models import (
     ForgetRequest,
     ImportRequest,
     MemoryDocument,
+    HostMemory,
     Page,
+    ProposedFact,
     RetrieveMemoryRequest,
     SessionState,
+    StoredPage,
 )
 from memory_mcp.service import MemoryService
 from memory_mcp.store import MemoryStore, Scope
@@ -635,6 +639,41 @@ def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend:
 
     merged = again.import_memory(ImportRequest.build(user_id="alice", data=data, mode="merge"))
     assert merged.pages_added == 0 and merged.pages_skipped == 5
+
+
+def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_this_backend(
+    backend: Backend, tmp_path: Path
+) -> None:
+    settings = Settings(data_storage_path=tmp_path / "unused")
+    service = MemoryService(settings, store=backend.store())
+    fact = {"content": "Alice keeps bees", "category": "context", "confidence": 0.95}
+    added = service.add_memory(
+        AddMemoryRequest.build(user_id="alice", user_input="I keep bees", agent_response="nice", facts=[fact])
+    )
+    assert [f.content for f in added.structured.facts_added] == ["Alice keeps bees"]  # type: ignore[union-attr]
+    # What a crash between an add's two writes leaves: the page, carrying its facts, and no more.
+    cut = StoredPage(
+        page_id="page_cut",
+        user_input="I moved to Berlin",
+        agent_response="ok",
+        timestamp="2026-01-01T00:00:00Z",
+        host_memory=HostMemory(
+            facts=[ProposedFact(content="Alice lives in Berlin", category="context", confidence=0.9)]
+        ),
+    )
+    backend.store().append_page(Scope("alice"), cut)
+
+    for _restart in range(2):
+        restarted = MemoryService(settings, store=backend.store())
+        restarted.start()
+        wait_until(lambda: not any(t.name == "memory-resume" for t in threading.enumerate()), 10, "resume")
+        restarted.close()
+
+    document = backend.store().read_document(Scope("alice"))
+    assert sorted(f.content for f in document.facts) == ["Alice keeps bees", "Alice lives in Berlin"]
+    assert document.analysis.hostBefore == 2
+    [page] = [p for p in backend.store().read_pages(Scope("alice")).pages if p.page_id == "page_cut"]
+    assert isinstance(page, StoredPage) and page.host_memory == cut.host_memory
 
 
 # --- PostgreSQL only ------------------------------------------------------------------------
