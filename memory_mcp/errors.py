@@ -16,7 +16,12 @@ class NotFound(MemoryServiceError):
 
 
 class StorageError(MemoryServiceError):
-    """Stored data could not be read or written; the files were left as they were."""
+    """Stored data could not be read or written; the message says what was left as it was."""
+
+
+class MemoryGone(StorageError):
+    """The memory a background write meant to update was erased (or erased and started anew)
+    meanwhile: the write is dropped, never recreating what was forgotten."""
 
 
 class LLMError(MemoryServiceError):

@@ -64,7 +64,8 @@ def check(document: MemoryDocument, host: HostMemory, settings: Settings, scope:
 def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
     """Apply, in log order and in one document write, the host memory of every page not applied
     yet; return what each page's changed, by page id."""
-    pages = store.read_pages(scope).pages
+    page_log = store.read_pages(scope)
+    pages = page_log.pages[: len(page_log.pages)]
     if not _holds_pending(pages, store.read_document(scope).analysis.hostBefore):
         return {}
     reports: dict[str, UpdateReport] = {}
@@ -84,7 +85,8 @@ def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[
         progress = document.analysis.model_copy(update={"hostBefore": len(pages)})
         return document.model_copy(update={"analysis": progress})
 
-    store.update_document(scope, change)
+    # Never recreating memory erased since the pages were read, nor applying them to memory begun anew.
+    store.update_document(scope, change, create=False, log_generation=page_log.generation)
     return reports
 
 

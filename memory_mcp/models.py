@@ -666,17 +666,19 @@ class ImportResult(BaseModel):
 
 class UserSummary(BaseModel):
     user_id: str
-    agents: list[str]
-    pages: int
-    facts: int
-    pending_pages: int
-    set_aside_pages: int
+    agents: list[str] = Field(default_factory=list)
+    pages: int = 0
+    facts: int = 0
+    pending_pages: int = 0
+    set_aside_pages: int = 0
+    problem: str | None = Field(None, description="Why this user's memory cannot be read (file and reason), if so.")
 
 
 class StatusResult(BaseModel):
     status: Literal["success"] = "success"
     version: str
     data_dir: str
+    storage_ok: bool = Field(description="Whether memory can be stored right now (the data directory is writable).")
     users: list[UserSummary]
     llm_configured: bool
     extraction: ExtractionMode = Field(

@@ -110,7 +110,7 @@ def update_fact(store: MemoryStore, scope: Scope, request: UpdateFactRequest, se
         facts = [*retire(document.facts, {old.id}, now, fact.id), fact]
         return document.model_copy(update={"facts": cap(facts, settings.memory.max_facts, now)})
 
-    store.update_document(scope, change)
+    store.update_document(scope, change, create=False)
     if "replaced" in outcome:
         message = f"Fact replaced: {request.fact_id} is kept as superseded by {outcome['replaced'].id}."
         return _changed(scope, "replaced", outcome["replaced"], message)
@@ -129,7 +129,7 @@ def delete_fact(store: MemoryStore, scope: Scope, request: DeleteFactRequest) ->
         chain = _predecessors(document.facts, target.id)
         return document.model_copy(update={"facts": [f for f in document.facts if f.id not in chain]})
 
-    store.update_document(scope, change)
+    store.update_document(scope, change, create=False)
     return _changed(scope, "deleted", removed["fact"], "Fact deleted, with any versions it superseded.")
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import StorageError
+from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState, utc_now
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.retrieval import LexicalIndex
@@ -204,7 +204,10 @@ class PageRecall:
             return document
 
         try:
-            self.store.update_document(scope, change)
+            # Visits count for the log the index was built from: never for memory erased since.
+            self.store.update_document(scope, change, create=False, log_generation=cache.generation)
+        except MemoryGone:
+            return
         except StorageError as exc:
             log.warning("session visits of %s not saved: %s", scope.describe(), exc)
             return

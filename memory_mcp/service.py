@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -13,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memory_mcp import __version__, host_memory, ownership
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
-from memory_mcp.errors import InvalidInput, NotFound, StorageError
+from memory_mcp.errors import InvalidInput, MemoryGone, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
 from memory_mcp.llm import ChatClient, RetryPolicy
@@ -80,7 +79,6 @@ HOST_EXTRACTION_NOTE = (
     "grow from the `facts` and `profile` the host model passes to add_memory. To have the server extract them, "
     "set openai_base_url (or OPENAI_BASE_URL) and, if the endpoint needs one, openai_api_key (or OPENAI_API_KEY)."
 )
-ERASE_WAIT_SECONDS = 60.0
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
 EXTRACTION_DISABLED_NOTE = (
@@ -145,7 +143,7 @@ class MemoryService:
             rank_by_similarity_and_confidence(["warm up"], [1.0], "warm", 0.5, 0.5)
             self._tokens.count("warm up")
             # The default user's index too: on a one-person desktop that is everyone.
-            default = self._scope(None, None)
+            default = self.resolve_scope(None, None)
             self._recall.cache(default, self.store.read_pages(default))
         except Exception:  # only a head start: the first real call loads whatever failed here
             log.debug("warm-up did not complete", exc_info=True)
@@ -166,7 +164,7 @@ class MemoryService:
         """Store one exchange verbatim, with what the host learned from it applied to structured
         memory; all of it is on disk (fsync'd) when this returns."""
         self._check_sizes(request)
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         host = request.host_memory
         page = StoredPage(
             page_id=new_id("page"),
@@ -207,7 +205,7 @@ class MemoryService:
     def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
         """Recent exchanges, the older ones most relevant to the query, what is known, and all of
         it as a <memory> block within the token budget."""
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
@@ -239,7 +237,7 @@ class MemoryService:
 
     def get_user_profile(self, request: ProfileRequest) -> UserProfileResult:
         """The structured memory of a user: profile sections, and facts or knowledge when asked."""
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         document = self.store.read_document(scope)
         holding = current(document.facts)
         facts = sorted(holding, key=lambda fact: -fact.confidence) if request.include_knowledge else None
@@ -258,7 +256,7 @@ class MemoryService:
     def flush_memory(self, request: FlushRequest) -> FlushResult:
         """Analyse everything pending for the scope now (and, with retry_failed, what was set
         aside), and say what changed."""
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         report = UpdateReport()
         if self._queue is not None:
             if request.retry_failed:
@@ -290,24 +288,26 @@ class MemoryService:
 
     def search_facts(self, request: SearchFactsRequest) -> FactsResult:
         return ownership.search_facts(
-            self.store, self._scope(request.user_id, request.agent_name), request, self.settings
+            self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
         )
 
     def add_fact(self, request: AddFactRequest) -> FactChangeResult:
-        return ownership.add_fact(self.store, self._scope(request.user_id, request.agent_name), request, self.settings)
+        return ownership.add_fact(
+            self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
+        )
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)  # a fact of nobody: say so, and create nothing
         return ownership.update_fact(self.store, scope, request, self.settings)
 
     def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)
         return ownership.delete_fact(self.store, scope, request)
 
     def export_memory(self, request: ExportRequest) -> ExportDocument:
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)
         agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
         return ownership.export_scope(self.store, scope, agents)
@@ -352,7 +352,7 @@ class MemoryService:
 
     def forget(self, request: ForgetRequest) -> ForgetResult:
         """Erase everything stored for the scope; with no agent_name, the user's agents too."""
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         if request.confirm != scope.user_id:
             raise InvalidInput(f"confirm must equal the user_id ({scope.user_id!r}) to erase that user's memory")
         self._require_stored(scope)
@@ -372,32 +372,37 @@ class MemoryService:
 
     def memory_status(self, only_user: str | None = None) -> StatusResult:
         """Storage, extraction and per-user counts; with `only_user`, that user's alone (an
-        authenticated caller sees nothing of the others, not even their ids)."""
+        authenticated caller sees nothing of the others, not even their ids). A user whose files
+        are damaged is listed with the reason, and the others as usual."""
         listed = self.store.list_users()
         users = []
         documents: list[MemoryDocument] = []
         for user_id in listed if only_user is None else [user for user in listed if user == only_user]:
-            agents = self.store.list_agents(user_id)
-            scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
-            users.append(
-                UserSummary(
-                    user_id=user_id,
-                    agents=agents,
-                    pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),
-                    facts=sum(len(current(self.store.read_document(scope).facts)) for scope in scopes),
-                    pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
-                    set_aside_pages=sum(self.store.read_document(scope).analysis.set_aside_pages() for scope in scopes),
-                )
-            )
-            documents.extend(self.store.read_document(scope) for scope in scopes)
+            try:
+                summary, scope_documents = self._summary(user_id)
+            except StorageError as exc:
+                summary, scope_documents = UserSummary(user_id=user_id, problem=str(exc)), []
+            users.append(summary)
+            documents += scope_documents
         errors = [
             message
             for (scope, _), message in (self._queue.last_errors.items() if self._queue is not None else [])
             if only_user is None or scope.user_id == only_user
         ]
+        notes = self._extraction_notes()
+        try:
+            self.store.check_ready()
+            storage_ok = True
+        except StorageError as exc:
+            storage_ok = False
+            notes.insert(0, f"Memory cannot be stored right now: {exc}")
+        damaged = [user.user_id for user in users if user.problem]
+        if damaged:
+            notes.append(f"Damaged memory (its calls fail until it is repaired): {', '.join(damaged)}; see `problem`.")
         return StatusResult(
             version=__version__,
             data_dir=getattr(self.store, "location", None) or str(self.settings.data_storage_path),
+            storage_ok=storage_ok,
             users=users,
             llm_configured=self.settings.llm_configured,
             extraction=self._mode(*documents),
@@ -406,19 +411,34 @@ class MemoryService:
             token_counter=self._tokens.method,  # type: ignore[arg-type]
             queued_updates=len(self._queue.queued()) if self._queue is not None else 0,
             last_update_errors=errors,
-            notes=self._extraction_notes(),
+            notes=notes,
         )
+
+    def _summary(self, user_id: str) -> tuple[UserSummary, list[MemoryDocument]]:
+        """A user's counts over their scopes, and their documents; StorageError if one is damaged."""
+        agents = self.store.list_agents(user_id)
+        scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
+        documents = [self.store.read_document(scope) for scope in scopes]
+        summary = UserSummary(
+            user_id=user_id,
+            agents=agents,
+            pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),
+            facts=sum(len(current(document.facts)) for document in documents),
+            pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
+            set_aside_pages=sum(document.analysis.set_aside_pages() for document in documents),
+        )
+        return summary, documents
 
     # --- internals ------------------------------------------------------------------------
 
     def require_stored(self, user_id: str, agent_name: str | None = None) -> None:
         """Raise NotFound unless something is stored for the user (or that agent of theirs)."""
-        self._require_stored(self._scope(user_id, agent_name))
+        self._require_stored(self.resolve_scope(user_id, agent_name))
 
     def search_exchanges(self, request: RetrieveMemoryRequest) -> list[ScoredPage]:
         """Every stored exchange ranked for the query, recent and archived ones included; for a
         person searching their memory, so it counts no visits."""
-        scope = self._scope(request.user_id, request.agent_name)
+        scope = self.resolve_scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
         pages = page_log.pages[: len(page_log.pages)]
         cache = self._recall.cache(scope, page_log)
@@ -436,8 +456,11 @@ class MemoryService:
             raise NotFound(f"nothing is stored for {scope.describe()}; memory_status lists the users")
 
     def _erase(self, scope: Scope) -> None:
-        """Erase a scope once no update is running on it (an update finishing afterwards would
-        write back what was just erased), and forget everything cached about it."""
+        """Erase a scope (for a user, with their agents) and forget everything cached about it.
+
+        It waits for no update: one under way here is cancelled (its LLM call cut off), and no
+        background write, here or in another process, can recreate erased memory or write into
+        memory begun anew after it (the store refuses them), so an erase never fails for being busy."""
         if not self._stored(scope):
             return
         affected = [scope] + (
@@ -446,12 +469,8 @@ class MemoryService:
         with self._running_guard:
             for each in affected:
                 if each in self._running:
-                    self._running[each].set()  # its LLM call is cut off, and it writes nothing
-        with contextlib.ExitStack() as held:
-            for each in affected:
-                if not held.enter_context(self.store.exclusive_updates(each, wait=ERASE_WAIT_SECONDS)):
-                    raise StorageError(f"memory of {each.describe()} is being updated; try again in a minute")
-            self.store.erase(scope)
+                    self._running[each].set()
+        self.store.erase(scope)
         self._recall.drop(affected)
         if self._queue is not None:
             self._queue.discard(scope)
@@ -486,6 +505,8 @@ class MemoryService:
                 self._running[scope] = cancel
             try:
                 return work(cancel)
+            except MemoryGone:
+                return UpdateReport()  # erased meanwhile: there is nothing left to update
             finally:
                 with self._running_guard:
                     self._running.pop(scope, None)
@@ -502,7 +523,8 @@ class MemoryService:
             if self._queue is not None:
                 self._queue.resume((scope, thread) for thread in threads)
 
-    def _scope(self, user_id: str | None, agent_name: str | None) -> Scope:
+    def resolve_scope(self, user_id: str | None, agent_name: str | None) -> Scope:
+        """Whose memory a call means: an id left out (or empty) is the configured default."""
         return Scope(user_id or self.settings.user_id, agent_name or self.settings.assistant_id)
 
     def _check_sizes(self, request: AddMemoryRequest) -> None:
@@ -617,5 +639,10 @@ def open_store(settings: Settings) -> MemoryStore:
         from memory_mcp.store.postgres_store import PostgresStore
 
         assert storage.dsn is not None  # StorageSettings requires it
-        return PostgresStore(storage.dsn, schema=storage.postgres_schema, max_connections=storage.max_connections)
-    return JsonStore(settings.data_storage_path)
+        return PostgresStore(
+            storage.dsn,
+            schema=storage.postgres_schema,
+            max_connections=storage.max_connections,
+            lock_timeout=storage.lock_timeout_seconds,
+        )
+    return JsonStore(settings.data_storage_path, lock_timeout=storage.lock_timeout_seconds)

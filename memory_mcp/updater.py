@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMError
@@ -40,6 +41,19 @@ MAX_BATCH_PAGES = 20
 Settle = Callable[[MemoryDocument, list[int]], MemoryDocument]
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The memory an update was read from: its writes go there or nowhere (MemoryGone), never to
+    memory erased meanwhile, nor to memory begun anew after an erase."""
+
+    store: MemoryStore
+    scope: Scope
+    generation: int
+
+    def write(self, change: Callable[[MemoryDocument], MemoryDocument]) -> None:
+        self.store.update_document(self.scope, change, create=False, log_generation=self.generation)
+
+
 class Updater:
     """Runs updates for one thread of one scope: batches its pending pages through the LLM."""
 
@@ -55,7 +69,9 @@ class Updater:
         report = UpdateReport()
         # Only pages that exist now: later ones have restarted their debounce timer, and taking
         # them here would send a call per add to a thread that is being written to.
-        until = len(self.store.read_pages(scope).pages)
+        page_log = self.store.read_pages(scope)
+        target = _Target(self.store, scope, page_log.generation)
+        until = len(page_log.pages)
         while True:
             pages = self.store.read_pages(scope).pages
             document = self.store.read_document(scope)
@@ -64,12 +80,12 @@ class Updater:
             if not batch or (cancel is not None and cancel.is_set()):
                 return report
             try:
-                report.merge(self._analyse(scope, thread, batch, _marking_analysed(pages, thread), cancel))
+                report.merge(self._analyse(target, thread, batch, _marking_analysed(pages, thread), cancel))
             except ReplyError as exc:
                 # Counted against the part whose reply failed (a split batch's other half may
                 # have been applied already).
                 pages = self.store.read_pages(scope).pages
-                outcome = self._count_failure(scope, thread, pages, exc.batch or batch, str(exc))
+                outcome = self._count_failure(target, thread, pages, exc.batch or batch, str(exc))
                 report.merge(outcome)
                 if not outcome.pages_set_aside:
                     return report  # tried again later, with growing delays
@@ -80,6 +96,7 @@ class Updater:
     def retry_set_aside(self, scope: Scope, cancel: threading.Event | None = None) -> UpdateReport:
         """Analyse again the batches that were set aside; what succeeds leaves the list."""
         report = UpdateReport()
+        target = _Target(self.store, scope, self.store.read_pages(scope).generation)
         for batch in list(self.store.read_document(scope).analysis.setAside):
             if cancel is not None and cancel.is_set():
                 break
@@ -87,9 +104,9 @@ class Updater:
             position = {page.page_id: number for number, page in enumerate(pages)}
             numbers = [position[page_id] for page_id in batch.pageIds if page_id in position]
             try:
-                report.merge(self._analyse(scope, batch.thread, numbers, _taking_back(pages), cancel))
+                report.merge(self._analyse(target, batch.thread, numbers, _taking_back(pages), cancel))
             except ReplyError as exc:
-                self.store.update_document(scope, _retried_in_vain(set(batch.pageIds), str(exc)))
+                target.write(_retried_in_vain(set(batch.pageIds), str(exc)))
                 report.errors.append(f"set-aside exchanges still unusable: {exc}")
             except LLMError as exc:
                 report.errors.append(str(exc))
@@ -97,16 +114,16 @@ class Updater:
         return report
 
     def _analyse(
-        self, scope: Scope, thread: str, batch: list[int], settle: Settle, cancel: threading.Event | None
+        self, target: _Target, thread: str, batch: list[int], settle: Settle, cancel: threading.Event | None
     ) -> UpdateReport:
         """One LLM call for the batch, applied with `settle` in one write. A reply cut off at the
         output cap applies nothing: the batch is split in half and each half tried in turn."""
-        pages = self.store.read_pages(scope).pages
-        document = self.store.read_document(scope)
+        pages = self.store.read_pages(target.scope).pages
+        document = self.store.read_document(target.scope)
         # Exchanges the host model already extracted from are not sent again: nothing twice.
         to_send = [pages[number] for number in batch if not _host_extracted(pages[number])]
         if not to_send:
-            self.store.update_document(scope, lambda current: settle(current, batch))
+            target.write(lambda current: settle(current, batch))
             return UpdateReport(pages_analysed=len(batch))
         shown = facts_to_show(document, to_send)
         signals = detect_signals(page.user_input for page in to_send)
@@ -115,18 +132,18 @@ class Updater:
         if completion.truncated and len(batch) > 1:
             half = len(batch) // 2
             report = UpdateReport(llm_calls=1)
-            report.merge(self._analyse(scope, thread, batch[:half], settle, cancel))
-            report.merge(self._analyse(scope, thread, batch[half:], settle, cancel))
+            report.merge(self._analyse(target, thread, batch[:half], settle, cancel))
+            report.merge(self._analyse(target, thread, batch[half:], settle, cancel))
             return report
         try:
-            return self._apply(scope, thread, completion.text, completion.truncated, batch, to_send, shown, settle)
+            return self._apply(target, thread, completion.text, completion.truncated, batch, to_send, shown, settle)
         except ReplyError as exc:
             exc.batch = batch  # this batch's reply, not the larger one it may have been split from
             raise
 
     def _apply(
         self,
-        scope: Scope,
+        target: _Target,
         thread: str,
         reply: str,
         truncated: bool,
@@ -154,11 +171,11 @@ class Updater:
             outcome.merge(applied)
             return settle(_with_topic(updated, session_of(sent[-1]), proposal.session), batch)
 
-        self.store.update_document(scope, change)
+        target.write(change)
         return outcome
 
     def _count_failure(
-        self, scope: Scope, thread: str, pages: Sequence[Page], batch: list[int], reason: str
+        self, target: _Target, thread: str, pages: Sequence[Page], batch: list[int], reason: str
     ) -> UpdateReport:
         """Record one more unusable reply for the thread's batch; at the limit, set it aside."""
         limit = self.settings.memory.max_batch_attempts
@@ -189,7 +206,7 @@ class Updater:
                 }
             )
 
-        self.store.update_document(scope, change)
+        target.write(change)
         return report
 
 

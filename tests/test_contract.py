@@ -125,6 +125,7 @@ RESULT_FIELDS = {
         "status",
         "version",
         "data_dir",
+        "storage_ok",
         "users",
         "llm_configured",
         "extraction",

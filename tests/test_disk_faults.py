@@ -33,6 +33,7 @@ from stdio_helpers import RawServer
 from tool_helpers import Tools
 
 from memory_mcp.config import Settings
+from memory_mcp.models import AddMemoryRequest
 from memory_mcp.service import MemoryService
 
 # Flush-driven: no debounce fires during a test, one attempt per update, nothing waits at close.
@@ -409,15 +410,38 @@ def test_a_data_dir_turned_read_only_under_a_running_server_fails_writes_and_kee
         assert [p.user_input for p in recalled.short_term_memory] == ["I live in Lyon"]
         assert [f.content for f in t.memory.get_user_profile(user_id="alice").facts or []] == ["Alice lives in Lyon"]
         assert len(t.own.export_memory(user_id="alice").pages) == 1
-        assert {u.user_id for u in t.own.memory_status().users} == {"alice", "bob"}
+        status = t.own.memory_status()
+        assert {u.user_id for u in status.users} == {"alice", "bob"}
+        assert status.storage_ok is False and "cannot be stored" in status.notes[0]
     finally:
         remount(mount, "rw")
+    assert t.own.memory_status().storage_ok is True
 
     t.memory.add_memory("I moved to Berlin", "ok", user_id="alice")
     assert len(t.memory.retrieve_memory("Berlin", user_id="alice").short_term_memory) == 2
     records, unfinished = page_log(pages_file(home))
     assert (len(records), unfinished) == (2, b"")
     assert no_temp_files(home) == []
+
+
+def test_memory_status_over_stdio_says_when_memory_cannot_be_stored(tmp_path: Path, tmpfs: Callable[..., Path]) -> None:
+    mount = tmpfs(size="1m")
+    home = mount / "data"
+    MemoryService(Settings(data_storage_path=home)).add_memory(
+        AddMemoryRequest.build(user_input="I live in Lyon", agent_response="Noted", user_id="alice")
+    )
+    remount(mount, "ro")
+    try:
+        with RawServer(home, tmp_path / "server.stderr") as server:
+            server.initialize()
+            status = ok(server, "memory_status")
+            assert server.close_stdin_and_wait() == 0
+    finally:
+        remount(mount, "rw")
+
+    assert status["storage_ok"] is False
+    assert "cannot be stored" in status["notes"][0] and str(home) in status["notes"][0]
+    assert [(user["user_id"], user["pages"]) for user in status["users"]] == [("alice", 1)]
 
 
 # Regression test. Found by this suite and fixed in 64737a3; before that: store/json_store.py read_pages (line 153)

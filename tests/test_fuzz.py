@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -43,7 +44,6 @@ from stdio_helpers import RawServer, snapshot, write_config
 from memory_mcp import sessions
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
-from memory_mcp.ids import validate_identifier
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -57,6 +57,7 @@ from memory_mcp.models import (
 from memory_mcp.server import build_server
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope, durable
+from memory_mcp.store.json_store import identifier_of
 
 MAX_TEXT = 300  # max_text_chars, small so that "beyond the limit" stays fast
 MAX_META = 1024  # max_meta_data_bytes
@@ -85,8 +86,8 @@ EXAMPLES = {
     "memory_status": 100,
 }
 TOOLS = sorted(EXAMPLES)
-ALLOWED_FILES = {"memory.json", "pages.jsonl", ".lock", ".memory.lock", ".update.lock"}
-LOCK_FILES = ALLOWED_FILES - {"memory.json", "pages.jsonl"}
+ALLOWED_FILES = {"memory.json", "pages.jsonl"}
+LOCK_FILE = re.compile(r"(?P<user>[^@]+)(?:@(?P<agent>[^@]+))?\.(?:log|doc|update)\.lock")
 
 COUNTS: Counter[tuple[str, str, str]] = Counter()  # (tool, path, outcome) -> calls
 
@@ -466,27 +467,31 @@ def _reject_constant(name: str) -> None:
 def data_dir_problems(root: Path, listing: dict[str, tuple[str, str]], validated: set[str]) -> list[str]:
     """Why the directory is not one the server can serve from (empty when it is).
 
-    Layout: users/<id>/[agents/<id>/]{memory.json, pages.jsonl, lock files}, every id valid;
-    memory.json strict JSON and a MemoryDocument; every pages.jsonl line strict JSON and a Page
-    the store can read back (pydantic's JSON parser, as the store uses). Files already checked
-    (by digest) are not parsed again.
+    Layout: users/<dir>/[agents/<dir>/]{memory.json, pages.jsonl}, every <dir> the directory of a
+    valid id; locks/<dir>[@<dir>].{log,doc,update}.lock; memory.json strict JSON and a
+    MemoryDocument; every pages.jsonl line strict JSON and a Page the store can read back
+    (pydantic's JSON parser, as the store uses). Files already checked (by digest) are not parsed again.
     """
     problems = []
     for relative, (kind, digest) in listing.items():
         if relative == ".":
             continue
         parts = Path(relative).parts
+        if parts[0] == "locks":
+            lock = LOCK_FILE.fullmatch(parts[-1]) if len(parts) == 2 else None
+            named = [lock["user"], *([lock["agent"]] if lock["agent"] else [])] if lock else []
+            if len(parts) == 2 and (lock is None or any(identifier_of(name) is None for name in named)):
+                problems.append(f"{relative}: not a lock file of a valid scope")
+            continue
         if parts[0] != "users":
-            problems.append(f"{relative}: outside users/")
+            problems.append(f"{relative}: outside users/ and locks/")
             continue
         names, leaf = parts[1:], None
         if kind == "file":
             names, leaf = parts[1:-1], parts[-1]
         ids_ok = len(names) in (0, 1, 3) and (len(names) < 3 or names[1] == "agents")
         for name in names[:1] + names[2:3]:
-            try:
-                validate_identifier("id", name)
-            except ValueError:
+            if identifier_of(name) is None:
                 ids_ok = False
         if kind == "dir" and len(names) == 2 and names[1] == "agents":
             ids_ok = True
@@ -498,7 +503,7 @@ def data_dir_problems(root: Path, listing: dict[str, tuple[str, str]], validated
         if leaf not in ALLOWED_FILES or not names:
             problems.append(f"{relative}: unexpected file (a temp file left behind?)")
             continue
-        if leaf in LOCK_FILES or digest in validated:
+        if digest in validated:
             continue
         problem = _file_problem(root / relative, leaf)
         if problem:

@@ -161,6 +161,10 @@ def test_health_is_ok_and_says_503_when_memory_cannot_be_stored(tmp_path: Path) 
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the data directory should be")
     bad = write_config(tmp_path / "bad.json", {"data_storage_path": str(blocker / "data"), "http": {"auth": "none"}})
+    # One user's damaged memory is that user's problem, not the server's health.
+    damaged = tmp_path / "data" / "users" / "bob"
+    damaged.mkdir(parents=True)
+    (damaged / "memory.json").write_text("{not json")
 
     with HttpServer(good, tmp_path / "good.log") as server:
         status, _, body = get_json(f"{server.base}/health")

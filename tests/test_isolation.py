@@ -354,7 +354,9 @@ def test_user_ids_differing_only_in_case_are_separate_users(env: Env) -> None:
     assert "mkupperalice" in upper and "mklowerbob" not in upper
     assert "mklowerbob" in lower and "mkupperalice" not in lower
     assert [user["user_id"] for user in ok(env.call("memory_status"))["users"]] == ["Alice", "alice"]
-    assert (service.settings.data_storage_path / "users" / "Alice").is_dir()
+    # Apart on disk too, even where the file system ignores case: a capital is marked in the name.
+    users = service.settings.data_storage_path / "users"
+    assert sorted(path.name for path in users.iterdir()) == ["alice", "alice~1"]
 
 
 def test_the_default_user_and_an_empty_user_id_never_reach_a_named_user(env: Env) -> None:

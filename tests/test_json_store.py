@@ -320,6 +320,77 @@ def test_replaced_log_gets_a_new_generation(data_dir: Path) -> None:
     assert list(after.pages) == [make_page(7)]
 
 
+def test_a_log_replaced_on_the_same_inode_is_read_anew(data_dir: Path) -> None:
+    """Another process forgot the user and began a new log, which got the old log's inode back
+    (file systems recycle them): the new log is not taken for the old one grown."""
+    store = JsonStore(data_dir)
+    for i in range(3):
+        store.append_page(USER, make_page(i, "erased secret " + "x" * 50))
+    before = store.read_pages(USER)
+    path = pages_path(data_dir)
+    inode = path.stat().st_ino
+    new_log = b"".join(make_page(10 + i, "new life").model_dump_json().encode() + b"\n" for i in range(5))
+    with path.open("r+b") as same_inode:  # rewritten in place: the same inode, a different log
+        same_inode.truncate(0)
+        same_inode.write(new_log)
+
+    after = store.read_pages(USER)
+
+    assert path.stat().st_ino == inode and len(new_log) > sum(len(p.model_dump_json()) + 1 for p in before.pages)
+    assert after.generation != before.generation
+    assert [page.page_id for page in after.pages] == [f"page_{10 + i:04d}" for i in range(5)]
+
+
+def test_new_records_are_read_from_where_the_last_read_ended(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer, reader = JsonStore(data_dir), JsonStore(data_dir)
+    for i in range(50):
+        writer.append_page(USER, make_page(i))
+    reader.read_pages(USER)
+    writer.append_page(USER, make_page(50))
+    offsets: list[tuple[int, int]] = []
+    original = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, size, at: offsets.append((size, at)) or original(fd, size, at))
+
+    assert len(reader.read_pages(USER).pages) == 51
+
+    record = len(make_page(50).model_dump_json()) + 1
+    assert (record, pages_path(data_dir).stat().st_size - record) in offsets  # only the new record's bytes
+    assert sum(size for size, _ in offsets) < 2 * record + 4096  # and the log's first record, its identity
+
+
+def test_directories_named_by_an_earlier_version_after_ids_with_capitals_are_renamed(data_dir: Path) -> None:
+    legacy = data_dir / "users" / "Alice"
+    legacy.mkdir(parents=True)
+    (legacy / "pages.jsonl").write_bytes(make_page(0).model_dump_json().encode() + b"\n")
+
+    store = JsonStore(data_dir)
+
+    assert store.list_users() == ["Alice"] and not legacy.exists()
+    assert [page.page_id for page in store.read_pages(Scope("Alice")).pages] == ["page_0000"]
+    assert store.read_pages(Scope("alice")).pages == []
+
+
+def test_a_directory_sync_failing_after_the_rename_says_the_write_may_not_be_durable(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonStore(data_dir)
+    store.write_document(USER, make_document("old"))
+    original = os.fsync
+
+    def fail_for_directories(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(5, "Input/output error")
+        original(fd)
+
+    monkeypatch.setattr(os, "fsync", fail_for_directories)
+    with pytest.raises(StorageError) as raised:
+        store.write_document(USER, make_document("new"))
+
+    assert "durably" in str(raised.value) and "may not survive a power loss" in str(raised.value)
+    assert "nothing" not in str(raised.value)
+    assert store.read_document(USER).facts[0].content == "new"  # the rename went through, as said
+
+
 def test_document_written_by_one_store_is_seen_by_another_that_cached_the_old_one(data_dir: Path) -> None:
     writer, reader = JsonStore(data_dir), JsonStore(data_dir)
     writer.write_document(USER, make_document("version one"))
@@ -461,11 +532,15 @@ def test_data_is_private_to_its_owner_whatever_the_umask(data_dir: Path) -> None
 
     user_dir = store.scope_dir(USER)
     agent_dir = store.scope_dir(agent)
-    for directory in (data_dir, data_dir / "users", user_dir, user_dir / "agents", agent_dir):
+    locks = data_dir / "locks"
+    for directory in (data_dir, data_dir / "users", user_dir, user_dir / "agents", agent_dir, locks):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
     for directory in (user_dir, agent_dir):
-        for name in ("pages.jsonl", "memory.json", ".lock"):
+        for name in ("pages.jsonl", "memory.json"):
             assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600, directory / name
+    lock_files = sorted(path.name for path in locks.iterdir())
+    assert lock_files == ["alice.doc.lock", "alice.log.lock", "alice@coder.doc.lock", "alice@coder.log.lock"]
+    assert all(stat.S_IMODE((locks / name).stat().st_mode) == 0o600 for name in lock_files)
 
 
 def test_list_users_lists_only_valid_user_directories(data_dir: Path) -> None:

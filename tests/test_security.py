@@ -305,7 +305,7 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
     ]
     assert loose_dirs == [] and loose_files == [], (loose_dirs, loose_files)
     names = {f.name for f in files}
-    assert {"pages.jsonl", "memory.json", ".lock", ".memory.lock", ".update.lock"} <= names, names
+    assert {"pages.jsonl", "memory.json", "alice.log.lock", "alice.doc.lock", "alice.update.lock"} <= names, names
     assert {"alice", "bob", "carol"} <= {d.name for d in directories}
     assert not [f for f in files if f.name.endswith(".tmp")]
 
@@ -366,7 +366,8 @@ PATHLIKE = re.compile(r"root|dir|path|home|parent|assistants", re.IGNORECASE)
 # with why it is safe. A new entry here is a security decision: review it before adding it.
 REVIEWED_JOINS = {
     ("config.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
-    ("store/json_store.py", "user_id"): "list_scopes: names from list_users, which keeps only valid identifiers",
+    ("store/json_store.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
+    "valid identifier (checked just before), renamed to its marked form",
     ("importers.py", "name"): "CLI import --from-memoryos: the operator's own MemoryOS folder and --user/--assistant "
     "arguments (a MemoryOS user id is validated before it becomes ours)",
 }

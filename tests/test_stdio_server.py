@@ -33,6 +33,8 @@ from stdio_helpers import (
     write_config,
 )
 
+from memory_mcp.store.json_store import directory_name
+
 IDENTIFIER_RULE = "[A-Za-z0-9_-]{1,64}"
 CONTRACT_PARAMETERS = {
     "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],
@@ -433,8 +435,9 @@ def test_identifier_boundaries_and_empty_user_id_over_stdio(home: Path, errlog: 
     default_inputs = [p["user_input"] for p in out["default_view"]["short_term_memory"]]
     assert default_inputs == ["empty id", "omitted id", "empty agent"]
     assert out["default_view"]["user_id"] == "default" and out["profile"]["user_id"] == "default"
-    assert sorted(p.name for p in (home / "users").iterdir()) == sorted(["default", longest])
-    assert (home / "users" / longest / "agents" / "a-b_C9" / "pages.jsonl").is_file()
+    assert sorted(p.name for p in (home / "users").iterdir()) == sorted(["default", directory_name(longest)])
+    agent_dir = home / "users" / directory_name(longest) / "agents" / directory_name("a-b_C9")
+    assert (agent_dir / "pages.jsonl").is_file()
 
 
 BAD_INPUT = [

@@ -25,7 +25,7 @@ from postgres_fixture import Schemas, fresh_schemas, postgres_dsn
 from waiting import wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import StorageError
+from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import (
     AddMemoryRequest,
     ExportRequest,
@@ -641,6 +641,29 @@ def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend:
     assert merged.pages_added == 0 and merged.pages_skipped == 5
 
 
+def test_background_writes_never_bring_erased_memory_back_on_this_backend(backend: Backend) -> None:
+    store, other = backend.store(), backend.store()  # `other` as another process would see it
+    alice = Scope("alice")
+    store.append_page(alice, make_page(0))
+    read_before_the_erase = store.read_pages(alice).generation
+    store.write_document(alice, MemoryDocument(facts=[Fact(id="fact_00000001", content="old", confidence=0.9)]))
+
+    other.erase(alice)
+    with pytest.raises(MemoryGone):
+        store.update_document(alice, lambda document: document, create=False)
+    assert store.list_users() == [] and other.list_users() == []
+
+    other.append_page(alice, make_page(1))  # memory begun anew
+    with pytest.raises(MemoryGone):
+        store.update_document(alice, lambda document: document, create=False, log_generation=read_before_the_erase)
+    assert store.read_document(alice).facts == [] and [p.page_id for p in store.read_pages(alice).pages] == [
+        "page_0001"
+    ]
+    # Work on the memory as it is now goes through.
+    fresh = store.read_pages(alice).generation
+    store.update_document(alice, lambda document: document, create=False, log_generation=fresh)
+
+
 def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_this_backend(
     backend: Backend, tmp_path: Path
 ) -> None:
@@ -677,6 +700,40 @@ def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_thi
 
 
 # --- PostgreSQL only ------------------------------------------------------------------------
+
+
+def test_postgres_reads_and_writes_of_one_document_never_deadlock_on_a_pool_of_one(pg: PostgresBackend) -> None:
+    """Was: read_document held the in-process document lock while it waited for a connection,
+    and update_document held a connection while it took that lock: with a pool of one they
+    waited for each other until the pool timeout."""
+    from memory_mcp.store.postgres_store import PostgresStore
+
+    store = PostgresStore(pg.dsn, schema=pg.schema, max_connections=1, pool_timeout=30)
+    pg.opened.append(store)
+    alice = Scope("alice")
+    store.write_document(alice, MemoryDocument())
+    errors: list[BaseException] = []
+
+    def keep(work: Any) -> None:
+        try:
+            for n in range(150):
+                work(n)
+        except BaseException as exc:  # noqa: BLE001 (reported in the test's thread below)
+            errors.append(exc)
+
+    writer = threading.Thread(
+        target=keep, args=(lambda n: store.update_document(alice, lambda d: d.model_copy(update={"version": f"{n}"})),)
+    )
+    reader = threading.Thread(target=keep, args=(lambda n: store.read_document(alice),))
+    started = time.monotonic()
+    for thread in (writer, reader):
+        thread.start()
+    for thread in (writer, reader):
+        thread.join(60)
+
+    assert not writer.is_alive() and not reader.is_alive(), "deadlocked"
+    assert errors == [] and time.monotonic() - started < 30
+    assert store.read_document(alice).version == "149"
 
 
 def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree(pg: PostgresBackend) -> None:

@@ -60,7 +60,8 @@ class MemoryStore(Protocol):
         """Store several pages in order, durably, as one write."""
 
     def erase(self, scope: Scope) -> None:
-        """Remove everything stored for `scope`; for a user (agent_name None), their agents too."""
+        """Remove everything stored for `scope` (for a user, their agents too) at once: a crash
+        leaves all of it or none, and writes racing the erase cannot bring any of it back."""
 
     def read_pages(self, scope: Scope) -> PageLog:
         """All pages of `scope`, including those other processes appended since the last read."""
@@ -72,8 +73,20 @@ class MemoryStore(Protocol):
         """Atomically replace the scope's document; returns what was stored (with lastUpdated).
         Raises StorageError, writing nothing, if the current document is damaged."""
 
-    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
-        """Read, change and write the document under the scope's lock, so no concurrent edit is lost."""
+    def update_document(
+        self,
+        scope: Scope,
+        change: Callable[[MemoryDocument], MemoryDocument],
+        *,
+        create: bool = True,
+        log_generation: int | None = None,
+    ) -> MemoryDocument:
+        """Read, change and write the document under the scope's lock, so no concurrent edit is lost.
+
+        Background work passes `create=False`: it may update memory, never begin it, so it cannot
+        bring back memory erased meanwhile (MemoryGone is raised, nothing written). With
+        `log_generation`, the write happens only if the page log is still the one read then, not
+        one begun anew after an erase."""
 
     def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> AbstractContextManager[bool]:
         """Claim the right to run the memory updater on `scope`, across threads and processes.

@@ -10,6 +10,8 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -19,8 +21,16 @@ FILE_MODE = 0o600
 _TAIL_SCAN_CHUNK = 64 * 1024
 
 
+class NotDurable(OSError):
+    """The change is made (a file renamed into place, a new file appended), but syncing its
+    directory failed: it may not survive a power loss. Unlike other OSErrors here, this one
+    does not mean that nothing changed."""
+
+
 def ensure_directory(path: Path) -> None:
-    """Create `path` and any missing parents, each readable by its owner only.
+    """Create `path` and any missing parents, each readable by its owner only, durably: each new
+    directory's entry in its parent is fsync'd, or a power loss could lose the directory and all
+    that was fsync'd inside it.
 
     (`mkdir(parents=True)` would give the parents default permissions, exposing the data root.)
     """
@@ -29,7 +39,11 @@ def ensure_directory(path: Path) -> None:
         missing.append(path)
         path = path.parent
     for directory in reversed(missing):
-        directory.mkdir(mode=DIRECTORY_MODE, exist_ok=True)
+        try:
+            directory.mkdir(mode=DIRECTORY_MODE)
+        except FileExistsError:
+            continue  # another process made it, and synced it
+        fsync_directory(directory.parent)
 
 
 def fsync_directory(path: Path) -> None:
@@ -64,7 +78,7 @@ def append_records(path: Path, records: bytes) -> int:
     finally:
         os.close(fd)
     if created:
-        fsync_directory(path.parent)
+        _sync_after_change(path.parent)
     return size
 
 
@@ -101,7 +115,17 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)
+    _sync_after_change(path.parent)
+
+
+@contextmanager
+def opened_for_reading(path: Path) -> Iterator[int]:
+    """A descriptor for reading `path`, refusing to follow a symbolic link planted in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -112,10 +136,27 @@ def read_bytes(path: Path) -> bytes:
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a directory and everything in it, durably (the parent's entry is fsync'd)."""
-    if path.exists():
+    """Delete a directory and everything in it, durably (the parent's entry is fsync'd). Another
+    process deleting the same tree at the same time is no error."""
+    if not path.exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():  # not a concurrent deletion: something kept it; say what
         shutil.rmtree(path)
-        fsync_directory(path.parent)
+    fsync_directory(path.parent)
+
+
+def rename_durably(source: Path, target: Path) -> None:
+    """Rename `source` to `target` in the same directory and make the rename durable."""
+    os.rename(source, target)
+    _sync_after_change(target.parent)
+
+
+def _sync_after_change(directory: Path) -> None:
+    try:
+        fsync_directory(directory)
+    except OSError as exc:
+        raise NotDurable(exc.errno, f"the change was made but syncing {directory} failed: {exc.strerror}") from exc
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,20 +1,33 @@
 """The embedded default backend: one directory per user (and per agent), plain files inside.
 
-    {root}/users/{user_id}/memory.json                    structured memory (DeerFlow schema)
-    {root}/users/{user_id}/pages.jsonl                    verbatim exchanges, one JSON per line
-    {root}/users/{user_id}/agents/{agent_name}/...        the same, for one agent of that user
+    {root}/users/{user}/memory.json                     structured memory (DeerFlow schema)
+    {root}/users/{user}/pages.jsonl                     verbatim exchanges, one JSON per line
+    {root}/users/{user}/agents/{agent}/...              the same, for one agent of that user
+    {root}/locks/{user}[@{agent}].{log,doc,update}.lock cross-process locks, never deleted
+
+A directory is named after its id, except that an id with capital letters gets them marked
+(`Alice` -> `alice~1`, a bit per letter): ids that differ only in case are different users, and
+must not share a directory on a case-insensitive file system (macOS, Windows).
 
 The page log is append-only, so adding costs the same at any history size. Several processes
 may share a data directory: writers take a per-scope file lock, and readers notice other
-processes' changes from the files' size and identity and read only what is new.
+processes' changes from the log's size and identity (its inode and its first record, so a log
+erased and begun again is never taken for the old one, even on a recycled inode), reading only
+the new bytes.
+
+Erasing renames the directory to a tombstone (one durable rename: the memory is whole or gone),
+then deletes it; a tombstone a crash left behind is deleted by the next store opened on the root.
+The locks live outside the directories they guard, so an erase never deletes a lock someone holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,36 +38,60 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from memory_mcp.errors import StorageError
+from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
 from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.durable import (
     FILE_MODE,
+    NotDurable,
     append_records,
     atomic_write,
     ensure_directory,
+    opened_for_reading,
     read_bytes,
     remove_stale_temps,
     remove_tree,
+    rename_durably,
 )
 
 log = logging.getLogger(__name__)
 
 MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
-LOG_LOCK_FILE = ".lock"
-DOCUMENT_LOCK_FILE = ".memory.lock"
-UPDATE_LOCK_FILE = ".update.lock"
+USERS_DIR = "users"
+AGENTS_DIR = "agents"
+LOCKS_DIR = "locks"
+TOMBSTONE_PREFIX = ".erased-"
+DEFAULT_LOCK_TIMEOUT = 30.0
+_FIRST_RECORD_CHUNK = 4096
 
 _generations = itertools.count(1)
+
+
+def directory_name(identifier: str) -> str:
+    """The directory of an id: lower case, with a mask of its capitals after `~` when it has any."""
+    mask = sum(1 << position for position, char in enumerate(identifier) if char.isupper())
+    return identifier if not mask else f"{identifier.lower()}~{mask:x}"
+
+
+def identifier_of(name: str) -> str | None:
+    """The id whose directory `name` is, or None when it is nobody's."""
+    base, _, mask_text = name.partition("~")
+    try:
+        mask = int(mask_text, 16) if mask_text else 0
+        identifier = "".join(char.upper() if mask >> n & 1 else char for n, char in enumerate(base))
+        validate_identifier("id", identifier)
+    except ValueError:
+        return None
+    return identifier if directory_name(identifier) == name else None
 
 
 @dataclass
 class _LogCache:
     """What this process has read of one page log."""
 
-    inode: int
+    identity: tuple[int, bytes]  # (inode, first record)
     generation: int = field(default_factory=lambda: next(_generations))
     pages: list[Page] = field(default_factory=list)
     offset: int = 0  # bytes consumed: always just past a newline
@@ -84,23 +121,30 @@ class _ScopeState:
 
 
 class JsonStore:
-    """`MemoryStore` over JSON files; safe across threads and across processes."""
+    """`MemoryStore` over JSON files; safe across threads and across processes.
 
-    def __init__(self, root: Path) -> None:
+    A file lock held longer than `lock_timeout` seconds by another process (a hung one) fails
+    that one call with a StorageError; every other user goes on being served.
+    """
+
+    def __init__(self, root: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.root = root
+        self.lock_timeout = lock_timeout
         self._states: dict[Scope, _ScopeState] = {}
         self._states_guard = threading.Lock()
+        self._tidy()
 
     # --- layout ---------------------------------------------------------------------------
 
     def scope_dir(self, scope: Scope) -> Path:
         """The scope's directory. A symbolic link anywhere on the way is refused: it would let
         whoever planted it send one user's memory out of the data directory."""
-        users = self.root / "users"
-        user_dir = users / validate_identifier("user_id", scope.user_id)
+        users = self.root / USERS_DIR
+        user_dir = users / directory_name(validate_identifier("user_id", scope.user_id))
         steps = [users, user_dir]
         if scope.agent_name is not None:
-            steps += [user_dir / "agents", user_dir / "agents" / validate_identifier("agent_name", scope.agent_name)]
+            agents = user_dir / AGENTS_DIR
+            steps += [agents, agents / directory_name(validate_identifier("agent_name", scope.agent_name))]
         for step in steps:
             if step.is_symlink():
                 raise StorageError(f"{step} is a symbolic link; memory is never read or written through one")
@@ -113,16 +157,16 @@ class JsonStore:
             raise StorageError(f"cannot write memory under {self.root} ({existing} is not a writable directory)")
 
     def list_users(self) -> list[str]:
-        return _identifier_dirs(self.root / "users")
+        return _identifier_dirs(self.root / USERS_DIR)
 
     def list_agents(self, user_id: str) -> list[str]:
-        return _identifier_dirs(self.root / "users" / validate_identifier("user_id", user_id) / "agents")
+        return _identifier_dirs(self.scope_dir(Scope(user_id)) / AGENTS_DIR)
 
     def list_scopes(self) -> list[Scope]:
         scopes = []
         for user_id in self.list_users():
             scopes.append(Scope(user_id))
-            scopes.extend(Scope(user_id, agent) for agent in _identifier_dirs(self.root / "users" / user_id / "agents"))
+            scopes.extend(Scope(user_id, agent) for agent in self.list_agents(user_id))
         return scopes
 
     # --- pages ----------------------------------------------------------------------------
@@ -135,60 +179,84 @@ class JsonStore:
             return
         records = b"".join((page_record(page) + "\n").encode("utf-8") for page in pages)
         state = self._state(scope)
-        path = self.scope_dir(scope) / PAGES_FILE
+        directory = self.scope_dir(scope)
+        path = directory / PAGES_FILE
         with (
             _os_errors(f"store pages for {scope.describe()}"),
             state.log_lock,
-            self._locked(state.log_file_lock, scope),
+            self._holding(state.log_file_lock, scope),
         ):
+            ensure_directory(directory)  # an add is the one write that may begin a user's memory
             size_before = append_records(path, records)
             cache = state.log
             # Extend the cache in place only if it had read exactly up to where these went.
-            if cache is not None and cache.offset == size_before and cache.inode == path.stat().st_ino:
+            if cache is not None and cache.offset == size_before and cache.identity[0] == path.stat().st_ino:
+                if size_before == 0:
+                    cache.identity = (cache.identity[0], records[: records.index(b"\n") + 1])
                 cache.pages.extend(pages)
                 cache.offset += len(records)
                 cache.lines += len(pages)
 
     def erase(self, scope: Scope) -> None:
+        """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
+        its agents' locks), then delete the tombstone: a crash leaves all of it or none."""
         directory = self.scope_dir(scope)
-        with _os_errors(f"erase the memory of {scope.describe()}"):
-            remove_tree(directory)
-        with self._states_guard:
-            for known in list(self._states):
-                if known == scope or (scope.agent_name is None and known.user_id == scope.user_id):
-                    del self._states[known]
+        affected = [scope]
+        if scope.agent_name is None:
+            affected += [Scope(scope.user_id, agent) for agent in self.list_agents(scope.user_id)]
+        tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{secrets.token_hex(4)}")
+        with _os_errors(f"erase the memory of {scope.describe()}"), contextlib.ExitStack() as held:
+            for each in sorted(affected, key=Scope.describe):
+                state = self._state(each)
+                held.enter_context(state.document_lock)
+                held.enter_context(self._holding(state.document_file_lock, each))
+                held.enter_context(state.log_lock)
+                held.enter_context(self._holding(state.log_file_lock, each))
+            if not directory.is_dir():
+                return
+            rename_durably(directory, tombstone)
+            with self._states_guard:
+                for known in list(self._states):
+                    if known in affected:
+                        known_state = self._states[known]
+                        known_state.log = known_state.document = None
+        with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
+            remove_tree(tombstone)
 
     def read_pages(self, scope: Scope) -> PageLog:
         state = self._state(scope)
         path = self.scope_dir(scope) / PAGES_FILE
         with _os_errors(f"read the pages of {scope.describe()}"), state.log_lock:
             try:
-                stat = path.stat()
+                with opened_for_reading(path) as fd:
+                    self._catch_up(fd, path, state, scope)
             except FileNotFoundError:
-                if state.log is None or state.log.inode != 0:
-                    state.log = _LogCache(inode=0)
-                return PageLog(state.log.generation, state.log.pages)
-            cache = state.log
-            if cache is None or cache.inode != stat.st_ino or stat.st_size < cache.offset:
-                cache = state.log = _LogCache(inode=stat.st_ino)
-            if stat.st_size > cache.offset:
-                try:
-                    lock = self._locked(state.log_file_lock, scope)
-                    lock.acquire()
-                except OSError:
-                    # A read-only data directory: nobody can be appending, so read without the lock.
-                    self._read_new_records(path, cache, scope)
-                else:
-                    try:
-                        self._read_new_records(path, cache, scope)
-                    finally:
-                        lock.release()
-            return PageLog(cache.generation, cache.pages)
+                if state.log is None or state.log.identity != (0, b""):
+                    state.log = _LogCache(identity=(0, b""))
+            assert state.log is not None
+            return PageLog(state.log.generation, state.log.pages)
 
-    def _read_new_records(self, path: Path, cache: _LogCache, scope: Scope) -> None:
-        """Parse what was appended since the last read. Called holding the file lock, so an
-        unterminated last line is an interrupted write, not one still in progress."""
-        data = read_bytes(path)[cache.offset :]
+    def _catch_up(self, fd: int, path: Path, state: _ScopeState, scope: Scope) -> None:
+        """Bring the cached log up to the file: the same log grown, or another one begun."""
+        size = os.fstat(fd).st_size
+        identity = (os.fstat(fd).st_ino, _first_record(fd))
+        cache = state.log
+        if cache is None or cache.identity[0] != identity[0] or size < cache.offset or not _same_start(cache, identity):
+            cache = state.log = _LogCache(identity=identity)
+        if size <= cache.offset:
+            return
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._holding(state.log_file_lock, scope))
+            except OSError:
+                pass  # a read-only data directory: nobody can be appending, so read without the lock
+            self._read_new_records(fd, path, cache)
+
+    def _read_new_records(self, fd: int, path: Path, cache: _LogCache) -> None:
+        """Parse what was appended since the last read, reading only those bytes. Called holding
+        the file lock (when it can be had), so an unterminated last line is an interrupted write."""
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size - cache.offset, cache.offset)
         complete_end = data.rfind(b"\n") + 1
         new_pages = []
         for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
@@ -199,6 +267,8 @@ class JsonStore:
                     f"{path} line {number} is not a valid page record; the file was left untouched "
                     "(fix or remove that line)"
                 ) from None
+        if cache.offset == 0 and complete_end:
+            cache.identity = (cache.identity[0], data[: data.index(b"\n") + 1])
         cache.pages.extend(new_pages)
         cache.lines += len(new_pages)
         cache.offset += complete_end
@@ -218,20 +288,38 @@ class JsonStore:
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         return self.update_document(scope, lambda _current: document)
 
-    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
+    def update_document(
+        self,
+        scope: Scope,
+        change: Callable[[MemoryDocument], MemoryDocument],
+        *,
+        create: bool = True,
+        log_generation: int | None = None,
+    ) -> MemoryDocument:
         state = self._state(scope)
-        path = self.scope_dir(scope) / MEMORY_FILE
+        directory = self.scope_dir(scope)
+        path = directory / MEMORY_FILE
         with (
             _os_errors(f"save the memory of {scope.describe()}"),
             state.document_lock,
-            self._locked(state.document_file_lock, scope),
+            self._holding(state.document_file_lock, scope),
         ):
+            if create:
+                ensure_directory(directory)
+            elif not directory.is_dir():
+                raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+            if log_generation is not None and self.read_pages(scope).generation != log_generation:
+                raise MemoryGone(f"the memory of {scope.describe()} was erased and begun anew; nothing was written")
             # Reading first also means a damaged file is reported, never overwritten.
             current = self._current_document(state, path)
             stored = change(current).model_copy(update={"lastUpdated": utc_now()})
             data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
             raw = data.encode("utf-8")
-            atomic_write(path, raw)
+            try:
+                atomic_write(path, raw)
+            except NotDurable:
+                state.document = _DocumentCache(raw, stored)  # in place, if not synced
+                raise
             state.document = _DocumentCache(raw, stored)
             remove_stale_temps(path)
         return stored
@@ -250,6 +338,7 @@ class JsonStore:
                 return
             try:
                 with _os_errors(f"lock the memory of {scope.describe()}"):
+                    self._lock_dir()
                     state.update_file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
             except Timeout:
                 yield False
@@ -288,51 +377,113 @@ class JsonStore:
         with self._states_guard:
             state = self._states.get(scope)
             if state is None:
-                directory = self.scope_dir(scope)
+                name = directory_name(validate_identifier("user_id", scope.user_id))
+                if scope.agent_name is not None:
+                    name += "@" + directory_name(validate_identifier("agent_name", scope.agent_name))
+                locks = self.root / LOCKS_DIR
                 state = _ScopeState(
                     log_lock=threading.Lock(),
-                    log_file_lock=FileLock(directory / LOG_LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    log_file_lock=FileLock(locks / f"{name}.log.lock", mode=FILE_MODE, thread_local=False),
                     document_lock=threading.Lock(),
-                    document_file_lock=FileLock(directory / DOCUMENT_LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    document_file_lock=FileLock(locks / f"{name}.doc.lock", mode=FILE_MODE, thread_local=False),
                     update_guard=threading.Lock(),
-                    update_file_lock=FileLock(directory / UPDATE_LOCK_FILE, mode=FILE_MODE, thread_local=False),
+                    update_file_lock=FileLock(locks / f"{name}.update.lock", mode=FILE_MODE, thread_local=False),
                 )
                 self._states[scope] = state
             return state
 
-    def _locked(self, file_lock: FileLock, scope: Scope) -> FileLock:
-        """A cross-process lock of the scope, ready to enter; the scope's directory is made first."""
-        ensure_directory(self.scope_dir(scope))
-        return file_lock
+    @contextmanager
+    def _holding(self, file_lock: FileLock, scope: Scope) -> Iterator[None]:
+        """A scope's cross-process lock, waited for at most `lock_timeout` seconds."""
+        self._lock_dir()
+        try:
+            file_lock.acquire(timeout=self.lock_timeout)
+        except Timeout:
+            raise StorageError(
+                f"the memory of {scope.describe()} is locked by another process that has held it for over "
+                f"{self.lock_timeout:g} s (storage.lock_timeout_seconds); nothing was changed: try again, or "
+                "stop the process that hangs"
+            ) from None
+        try:
+            yield
+        finally:
+            file_lock.release()
+
+    def _lock_dir(self) -> None:
+        ensure_directory(self.root / LOCKS_DIR)
+
+    def _tidy(self) -> None:
+        """Delete the tombstones of erases a crash cut short (that memory is gone already), and give
+        directories named by an earlier version after an id with capitals their marked name."""
+        users = self.root / USERS_DIR
+        try:
+            _tidy_directory(users)
+            for user_dir in _subdirectories(users):
+                _tidy_directory(user_dir / AGENTS_DIR)
+        except OSError as exc:
+            log.warning("could not tidy %s: %s", users, exc.strerror or exc)
+
+
+def _tidy_directory(parent: Path) -> None:
+    for entry in _subdirectories(parent):
+        if entry.name.startswith(TOMBSTONE_PREFIX):
+            remove_tree(entry)
+        elif identifier_of(entry.name) is None and _is_identifier(entry.name):
+            target = parent / directory_name(entry.name)
+            if not target.exists():
+                log.info("renaming %s to %s (ids with capitals are marked)", entry, target.name)
+                rename_durably(entry, target)
 
 
 @contextmanager
 def _os_errors(action: str) -> Iterator[None]:
     """Report a failure of the filesystem (permissions, disk full, I/O) as a StorageError that says
-    what could not be done; the atomic writes and appends below leave the files as they were."""
+    what could not be done; the atomic writes and appends leave the files as they were, except
+    when the change was made and only its durability is in doubt, which is said."""
     try:
         yield
     except Timeout:
         raise  # a lock someone else holds (filelock's Timeout is an OSError): the caller decides
+    except NotDurable as exc:
+        raise StorageError(f"could not {action} durably: {exc.strerror} (it may not survive a power loss)") from exc
     except OSError as exc:
         raise StorageError(f"could not {action}: {exc.strerror or exc}") from exc
 
 
+def _first_record(fd: int) -> bytes:
+    """The log's first line, newline included (b"" while it has none): with the inode, what tells
+    one log from another that replaced it."""
+    data = b""
+    while b"\n" not in data:
+        chunk = os.pread(fd, _FIRST_RECORD_CHUNK, len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data[: data.index(b"\n") + 1]
+
+
+def _same_start(cache: _LogCache, identity: tuple[int, bytes]) -> bool:
+    """Whether the file still begins as the cached log did (a log with no whole line yet
+    matches whatever first record it now has)."""
+    return not cache.identity[1] or cache.identity[1] == identity[1]
+
+
 def _identifier_dirs(parent: Path) -> list[str]:
-    """Names of the subdirectories that are valid ids, sorted (anything else, links included,
+    """The ids of the subdirectories that are someone's, sorted (anything else, links included,
     is not ours)."""
+    found = (identifier_of(entry.name) for entry in _subdirectories(parent))
+    return sorted(identifier for identifier in found if identifier is not None)
+
+
+def _subdirectories(parent: Path) -> list[Path]:
     if not parent.is_dir() or parent.is_symlink():
         return []
-    return sorted(
-        entry.name
-        for entry in parent.iterdir()
-        if entry.is_dir() and not entry.is_symlink() and _is_identifier(entry.name)
-    )
+    return [entry for entry in parent.iterdir() if entry.is_dir() and not entry.is_symlink()]
 
 
 def _is_identifier(name: str) -> bool:
     try:
-        validate_identifier("user_id", name)
+        validate_identifier("id", name)
     except ValueError:
         return False
     return True

@@ -71,7 +71,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
-from memory_mcp.errors import StorageError
+from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page, utc_now
 from memory_mcp.store import PageLog, Scope, page_from_record, page_record
@@ -120,6 +120,13 @@ _QUERIES = {
         )
         INSERT INTO {schema}.documents (user_id, agent_name, document, version)
         VALUES (%(u)s, %(a)s, '{}'::jsonb, 0) ON CONFLICT DO NOTHING  -- empty, until the update below
+    """,
+    "lock_scope": """
+        SELECT generation FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s FOR SHARE
+    """,
+    "ensure_existing_document": """
+        INSERT INTO {schema}.documents (user_id, agent_name, document, version)
+        VALUES (%(u)s, %(a)s, '{}'::jsonb, 0) ON CONFLICT DO NOTHING  -- its scope row is locked: it exists
     """,
     "lock_document": """
         SELECT version, CASE WHEN version = %(known)s THEN NULL ELSE document::text END
@@ -191,6 +198,7 @@ class PostgresStore:
         statement_timeout: float = 30.0,
         pool_timeout: float = 10.0,
         max_lock_connections: int = 64,
+        lock_timeout: float = 30.0,
     ) -> None:
         self.schema = check_schema_name(schema)
         self._secrets = _secrets_of(dsn)
@@ -209,6 +217,7 @@ class PostgresStore:
             extra["application_name"] = APPLICATION_NAME
         self._conninfo = make_conninfo(dsn, **extra)
         self._statement_timeout_ms = max(1, round(statement_timeout * 1000))
+        self._lock_timeout_ms = max(1, round(lock_timeout * 1000))
         self._pool_timeout = pool_timeout
         self._states: dict[Scope, _ScopeState] = {}
         self._update_guards: dict[Scope, threading.Lock] = {}
@@ -411,20 +420,40 @@ class PostgresStore:
     def read_document(self, scope: Scope) -> MemoryDocument:
         user_id, agent = _key(scope)
         state = self._state(scope)
-        with state.document_lock:
-            known = state.document.version if state.document is not None else -1
-            row = self._run(
+
+        def fetch(known: int) -> tuple[Any, ...] | None:
+            # No in-process lock is held while waiting for a connection: update_document holds a
+            # connection while it takes document_lock, and the two orders would deadlock.
+            return self._run(
                 f"read the memory of {scope.describe()}",
                 lambda conn, _: conn.execute(
                     self._sql["read_document"], {"u": user_id, "a": agent, "known": known}
                 ).fetchone(),
             )
+
+        with state.document_lock:
+            known = state.document.version if state.document is not None else -1
+        row = fetch(known)
+        with state.document_lock:
+            if row is not None and row[1] is None and (state.document is None or state.document.version != row[0]):
+                row = None  # the cache moved on while we read: fetch the document whole
+            else:
+                return self._document_from_row(state, scope, row)
+        row = fetch(-1)
+        with state.document_lock:
             return self._document_from_row(state, scope, row)
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         return self.update_document(scope, lambda _current: document)
 
-    def update_document(self, scope: Scope, change: Callable[[MemoryDocument], MemoryDocument]) -> MemoryDocument:
+    def update_document(
+        self,
+        scope: Scope,
+        change: Callable[[MemoryDocument], MemoryDocument],
+        *,
+        create: bool = True,
+        log_generation: int | None = None,
+    ) -> MemoryDocument:
         user_id, agent = _key(scope)
         state = self._state(scope)
         names = {"u": user_id, "a": agent}
@@ -433,7 +462,18 @@ class PostgresStore:
             for _ in range(5):
                 try:
                     with conn.transaction():
-                        conn.execute(self._sql["ensure_document"], names)
+                        if create and log_generation is None:
+                            conn.execute(self._sql["ensure_document"], names)
+                        else:
+                            # Held until commit: an erase waits for this write, then deletes it too.
+                            scope_row = conn.execute(self._sql["lock_scope"], names).fetchone()
+                            if scope_row is None:
+                                raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+                            if log_generation is not None and scope_row[0] != log_generation:
+                                raise MemoryGone(
+                                    f"the memory of {scope.describe()} was erased and begun anew; nothing was written"
+                                )
+                            conn.execute(self._sql["ensure_existing_document"], names)
                         with state.document_lock:
                             known = state.document.version if state.document is not None else -1
                         row = conn.execute(self._sql["lock_document"], {**names, "known": known}).fetchone()
@@ -601,9 +641,9 @@ class PostgresStore:
 
     def _configure(self, conn: psycopg.Connection) -> None:
         conn.execute(
-            "SELECT set_config('statement_timeout', %s, false),"
+            "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false),"
             " set_config('idle_in_transaction_session_timeout', '60000', false)",
-            [str(self._statement_timeout_ms)],
+            [str(self._statement_timeout_ms), str(self._lock_timeout_ms)],
         )
 
     def _open_connection(self, action: str) -> psycopg.Connection:
@@ -646,7 +686,12 @@ class PostgresStore:
                 raise error from exc
 
     def _error(self, action: str, exc: BaseException) -> StorageError:
-        if isinstance(exc, pg_errors.QueryCanceled):
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            reason = (
+                f"another connection has held this memory's lock for over {self._lock_timeout_ms / 1000:g} s "
+                "(storage.lock_timeout_seconds); nothing was changed: try again"
+            )
+        elif isinstance(exc, pg_errors.QueryCanceled):
             reason = f"PostgreSQL gave up after {self._statement_timeout_ms / 1000:g} s (statement_timeout)"
         else:
             lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]

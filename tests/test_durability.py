@@ -1,0 +1,163 @@
+"""Every durable write makes the os calls that make it durable, in order: written, the file
+fsync'd, renamed into place, its directory fsync'd; a new directory's entry fsync'd in its parent.
+
+A SIGKILL test cannot see a missing fsync (the page cache survives a killed process, not a power
+loss); this one can: it records the calls the file primitives make (recording only, each call
+still goes to the os) and compares them with the sequence each write needs. Removing any one of
+those calls from the code fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.store import Scope
+from memory_mcp.store.json_store import JsonStore
+
+RECORDED = ("open", "write", "fsync", "replace", "rename", "mkdir", "unlink", "rmdir")
+TEMP = re.compile(r"\.memory\.json\.[0-9a-f]{8}\.tmp")
+TOMBSTONE = re.compile(r"\.erased-(\w+)-[0-9a-f]{8}")
+
+
+class OsCalls:
+    """The os calls made by memory_mcp/store/durable.py (directly or through shutil/pathlib), as
+    (call, path relative to the data root)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls: list[tuple[str, str]] = []
+
+    def name(self, target: Any, dir_fd: int | None = None) -> str:
+        if isinstance(target, int):
+            path = os.readlink(f"/proc/self/fd/{target}")
+        else:
+            path = os.fspath(target)
+            if dir_fd is not None:
+                path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+        relative = os.path.relpath(path, self.root)
+        return TOMBSTONE.sub(r".erased-\1-X", TEMP.sub(".memory.json.TMP", relative))
+
+    def wrap(self, call: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            reads_a_file = call == "open" and not args[1] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_DIRECTORY)
+            if _within_durable() and not reads_a_file:
+                target = args[0]
+                described = self.name(target, kwargs.get("dir_fd"))
+                if call in ("replace", "rename"):
+                    described += " -> " + self.name(args[1])
+                if call == "open":
+                    flags = args[1]
+                    described += " (new)" if flags & os.O_CREAT and not os.path.exists(os.fspath(target)) else ""
+                self.calls.append((call, described))
+            return original(*args, **kwargs)
+
+        return recording
+
+
+def _within_durable() -> bool:
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith(os.path.join("store", "durable.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@pytest.fixture
+def recorded(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OsCalls]:
+    calls = OsCalls(data_dir)
+    for call in RECORDED:
+        monkeypatch.setattr(os, call, calls.wrap(call, getattr(os, call)))
+    yield calls
+
+
+def page(n: int) -> Page:
+    return Page(page_id=f"page_{n}", user_input=f"said {n}", agent_response="ok", timestamp="2024-05-01T00:00:00Z")
+
+
+def test_the_first_add_of_a_new_user_makes_each_new_directory_and_the_log_durable(
+    data_dir: Path, recorded: OsCalls
+) -> None:
+    JsonStore(data_dir).append_page(Scope("alice"), page(0))
+
+    assert recorded.calls == [
+        ("mkdir", "."),  # the data directory...
+        ("open", ".."),
+        ("fsync", ".."),  # ...and its entry in its parent
+        ("mkdir", "locks"),
+        ("open", "."),
+        ("fsync", "."),
+        ("mkdir", "users"),
+        ("open", "."),
+        ("fsync", "."),
+        ("mkdir", "users/alice"),
+        ("open", "users"),
+        ("fsync", "users"),  # users/'s entry for alice: without it a power loss can lose her
+        ("open", "users/alice/pages.jsonl (new)"),
+        ("write", "users/alice/pages.jsonl"),
+        ("fsync", "users/alice/pages.jsonl"),
+        ("open", "users/alice"),
+        ("fsync", "users/alice"),  # the new file's entry
+    ]
+
+
+def test_a_later_add_is_one_write_and_one_fsync(data_dir: Path, recorded: OsCalls) -> None:
+    store = JsonStore(data_dir)
+    store.append_page(Scope("alice"), page(0))
+    recorded.calls.clear()
+
+    store.append_page(Scope("alice"), page(1))
+
+    assert recorded.calls == [
+        ("open", "users/alice/pages.jsonl"),
+        ("write", "users/alice/pages.jsonl"),
+        ("fsync", "users/alice/pages.jsonl"),
+    ]
+
+
+def test_a_document_write_is_written_synced_renamed_then_its_directory_synced(
+    data_dir: Path, recorded: OsCalls
+) -> None:
+    store = JsonStore(data_dir)
+    store.append_page(Scope("alice"), page(0))
+    recorded.calls.clear()
+
+    store.write_document(Scope("alice"), MemoryDocument())
+
+    assert recorded.calls == [
+        ("open", "users/alice/.memory.json.TMP (new)"),
+        ("write", "users/alice/.memory.json.TMP"),
+        ("fsync", "users/alice/.memory.json.TMP"),
+        ("replace", "users/alice/.memory.json.TMP -> users/alice/memory.json"),
+        ("open", "users/alice"),
+        ("fsync", "users/alice"),
+    ]
+
+
+def test_an_erase_is_one_durable_rename_then_the_tombstone_is_deleted(data_dir: Path, recorded: OsCalls) -> None:
+    store = JsonStore(data_dir)
+    store.append_page(Scope("alice"), page(0))
+    store.write_document(Scope("alice"), MemoryDocument())
+    recorded.calls.clear()
+
+    store.erase(Scope("alice"))
+
+    rename, sync = recorded.calls[:3], recorded.calls[-2:]
+    assert rename == [
+        ("rename", "users/alice -> users/.erased-alice-X"),
+        ("open", "users"),
+        ("fsync", "users"),  # from here on alice is gone, whatever happens to the deletion
+    ]
+    deleted = {path for call, path in recorded.calls[3:-2] if call in ("unlink", "rmdir")}
+    assert {"users/.erased-alice-X/pages.jsonl", "users/.erased-alice-X/memory.json"} <= deleted
+    assert sync == [("open", "users"), ("fsync", "users")]

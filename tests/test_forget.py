@@ -1,0 +1,215 @@
+"""Forget is final: nothing brings erased memory back, no concurrent work makes forget fail,
+and an erase cut short by a crash leaves all of the memory or none of it.
+
+Races run over the real stdio transport where a user meets them (retrieve's background save of
+session visits racing forget; a second process forgetting a user a running server has cached);
+the crash is simulated at the os-call boundary of a real `memory-mcp forget` process, which is
+killed (os._exit) at each file operation in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from core_calls import add
+from stdio_helpers import PROJECT_ROOT, RawServer, server_env
+
+from memory_mcp.config import Settings
+from memory_mcp.errors import MemoryGone
+from memory_mcp.models import AddFactRequest, ExportRequest, ForgetRequest, RetrieveMemoryRequest
+from memory_mcp.service import MemoryService
+from memory_mcp.sessions import RETRIEVALS_PER_SAVE
+from memory_mcp.store import Scope
+from memory_mcp.store.json_store import TOMBSTONE_PREFIX, JsonStore
+
+
+def structured(response: dict) -> dict:
+    result = response["result"]
+    assert not result.get("isError"), result
+    return result["structuredContent"]
+
+
+def user_dirs(home: Path) -> list[str]:
+    users = home / "users"
+    return sorted(path.name for path in users.iterdir()) if users.is_dir() else []
+
+
+# --- forget racing background work ------------------------------------------------------------
+
+
+def test_forget_racing_the_background_save_of_visits_never_fails_and_nothing_comes_back(
+    home: Path, tmp_path: Path
+) -> None:
+    rounds = 12
+    with RawServer(home, tmp_path / "stderr.log") as server:
+        server.initialize()
+        for round_number in range(rounds):
+            user = f"racer{round_number}"
+            for said in ("I play the cello", "my cello teacher is strict", "cello recital in May"):
+                structured(
+                    server.call_tool("add_memory", {"user_input": said, "agent_response": "ok", "user_id": user})
+                )
+            for _ in range(RETRIEVALS_PER_SAVE - 1):
+                structured(server.call_tool("retrieve_memory", {"query": "cello", "user_id": user}))
+            # The 20th retrieve starts the background save; forget follows on its heels.
+            server.send({"jsonrpc": "2.0", "id": 10_000 + round_number, "method": "tools/call",
+                         "params": {"name": "retrieve_memory", "arguments": {"query": "cello", "user_id": user}}})  # fmt: skip
+            forgot = structured(server.call_tool("forget", {"user_id": user, "confirm": user}))
+            assert forgot["removed_pages"] == 3
+            listed = structured(server.call_tool("memory_status", {}))["users"]
+            assert user not in [entry["user_id"] for entry in listed]
+        assert server.close_stdin_and_wait(30) == 0, server.stderr_text()[-2000:]  # background work all done
+    assert user_dirs(home) == [], "an erased user came back"
+    assert "Traceback" not in server.stderr_text()
+
+
+def test_many_rounds_of_forget_racing_saves_and_updates_in_process(data_dir: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir))
+    for round_number in range(150):
+        user = f"u{round_number}"
+        add(service, "tea in the garden", user_id=user)
+        for _ in range(RETRIEVALS_PER_SAVE):
+            service.retrieve_memory(RetrieveMemoryRequest.build(query="tea garden", user_id=user))
+        service.forget(ForgetRequest.build(user_id=user, confirm=user))
+    service.close()  # waits for every background save
+
+    assert user_dirs(data_dir) == []
+    assert MemoryService(Settings(data_storage_path=data_dir)).memory_status().users == []
+
+
+# --- another process forgets a user this one has cached -----------------------------------------
+
+
+def test_a_user_forgotten_by_another_process_and_begun_anew_shows_only_the_new_exchanges(
+    home: Path, tmp_path: Path
+) -> None:
+    with RawServer(home, tmp_path / "first.log") as first:
+        first.initialize()
+        for said in ("my secret is the blue door", "the blue door code is 4711"):
+            structured(first.call_tool("add_memory", {"user_input": said, "agent_response": "ok", "user_id": "alice"}))
+        cached = structured(first.call_tool("retrieve_memory", {"query": "blue door", "user_id": "alice"}))
+        assert len(cached["short_term_memory"]) == 2
+
+        # Another process forgets alice, and a third begins her memory anew.
+        forget = subprocess.run(
+            [sys.executable, "-m", "memory_mcp", "forget", "alice", "--yes"],
+            env=server_env(home), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert forget.returncode == 0, forget.stderr
+        with RawServer(home, tmp_path / "second.log") as second:
+            second.initialize()
+            structured(
+                second.call_tool("add_memory", {"user_input": "I like tea", "agent_response": "ok", "user_id": "alice"})
+            )
+            assert second.close_stdin_and_wait() == 0
+
+        recalled = structured(first.call_tool("retrieve_memory", {"query": "door code tea", "user_id": "alice"}))
+        exported = structured(first.call_tool("export_memory", {"user_id": "alice"}))
+        assert first.close_stdin_and_wait() == 0
+    seen = json.dumps([recalled, exported])
+    assert "blue door" not in seen and "4711" not in seen, "the first server served erased exchanges"
+    assert [page["user_input"] for page in recalled["short_term_memory"]] == ["I like tea"]
+
+
+def test_an_update_read_before_an_erase_is_never_written_into_memory_begun_anew(data_dir: Path) -> None:
+    """The write a background update makes after another process erased the user and a new
+    exchange began their memory again must not land in that new memory."""
+    first = MemoryService(Settings(data_storage_path=data_dir))
+    add(first, "my secret is the blue door", user_id="alice")
+    stale = first.store.read_pages(Scope("alice"))
+
+    second = MemoryService(Settings(data_storage_path=data_dir))
+    second.forget(ForgetRequest.build(user_id="alice", confirm="alice"))
+    add(second, "I like tea", user_id="alice")
+
+    with pytest.raises(MemoryGone):
+        first.store.update_document(
+            Scope("alice"),
+            lambda document: document.model_copy(update={"facts": []}),
+            create=False,
+            log_generation=stale.generation,
+        )
+    exported = second.export_memory(ExportRequest.build(user_id="alice"))
+    assert [page.user_input for page in exported.pages] == ["I like tea"]
+
+
+# --- an erase killed half-way --------------------------------------------------------------------
+
+# Runs `memory-mcp forget alice --yes` with every file operation counted; at operation number N
+# the process dies on the spot (os._exit: no cleanup, no flush, like SIGKILL for the files).
+KILL_SWITCH = textwrap.dedent(
+    """
+    import os, shutil, sys
+    sys.path.insert(0, {root!r})
+    kill_at, count = int(sys.argv[1]), 0
+    def counted(function):
+        def wrapper(*args, **kwargs):
+            global count
+            count += 1
+            if count == kill_at:
+                os._exit(137)
+            return function(*args, **kwargs)
+        return wrapper
+    for name in ("rename", "replace", "unlink", "rmdir", "fsync", "mkdir"):
+        setattr(os, name, counted(getattr(os, name)))
+    from memory_mcp.cli import main
+    code = main(["forget", "alice", "--yes"])
+    print("completed", count)
+    sys.exit(code)
+    """
+)
+
+
+def seed(home: Path) -> dict[str, bytes]:
+    """alice with an agent, and bob beside her; returns alice's files by relative path."""
+    service = MemoryService(Settings(data_storage_path=home))
+    for scope in (Scope("alice"), Scope("alice", "coder"), Scope("bob")):
+        for n in range(3):
+            add(service, f"{scope.describe()} exchange {n}", user_id=scope.user_id, agent_name=scope.agent_name)
+        service.add_fact(
+            AddFactRequest.build(content=f"{scope.describe()} fact", user_id=scope.user_id, agent_name=scope.agent_name)
+        )
+    alice = home / "users" / "alice"
+    return {str(path.relative_to(alice)): path.read_bytes() for path in alice.rglob("*") if path.is_file()}
+
+
+def test_an_erase_killed_at_any_file_operation_leaves_all_or_nothing_and_the_next_start_finishes_it(
+    tmp_path: Path,
+) -> None:
+    kill_point, outcomes = 0, []
+    while True:
+        kill_point += 1
+        home = tmp_path / f"kill-{kill_point}"
+        whole = seed(home)
+        bob_before = sorted((home / "users" / "bob").rglob("*"))
+        run = subprocess.run(
+            [sys.executable, "-c", KILL_SWITCH.format(root=str(PROJECT_ROOT)), str(kill_point)],
+            env=server_env(home), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        alice = home / "users" / "alice"
+        if alice.exists():
+            left = {str(path.relative_to(alice)): path.read_bytes() for path in alice.rglob("*") if path.is_file()}
+            assert left == whole, f"kill at operation {kill_point}: alice's memory is partly gone"
+            outcomes.append("whole")
+        else:
+            outcomes.append("gone")
+        assert sorted((home / "users" / "bob").rglob("*")) == bob_before, "bob was touched"
+        # The next start finishes what was cut short: no tombstone stays, and alice is listed
+        # exactly when her memory is whole.
+        store = JsonStore(home)
+        assert not list((home / "users").glob(f"{TOMBSTONE_PREFIX}*"))
+        assert store.list_users() == (["alice", "bob"] if alice.exists() else ["bob"])
+        if run.returncode == 0:
+            assert "completed" in run.stdout and not alice.exists()
+            break
+        assert run.returncode == 137, run.stderr[-2000:]
+        assert kill_point < 200, "the erase never completed"
+    assert "whole" in outcomes and "gone" in outcomes[:-1], outcomes  # kills landed before and after the rename
+    print(
+        f"\nerase: {kill_point - 1} kill points, outcomes {outcomes.count('whole')} whole / {outcomes.count('gone')} gone"
+    )
