@@ -178,7 +178,10 @@ def _reporting_errors(command: str, run: Callable[[], int]) -> int:
 
 
 def serve(service: MemoryService, transport: str) -> int:
+    import anyio
+
     from memory_mcp.server import build_server
+    from memory_mcp.stdio import serve_stdio
 
     settings = service.settings
     log.info(
@@ -194,7 +197,7 @@ def serve(service: MemoryService, transport: str) -> int:
         signal.signal(signum, functools.partial(_flush_and_exit, service))
     service.start()
     try:
-        build_server(service).run(transport="stdio")
+        anyio.run(serve_stdio, build_server(service))
     finally:
         service.close()
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
@@ -21,7 +22,8 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memory_mcp import __version__
@@ -55,6 +57,8 @@ from memory_mcp.models import (
     UserProfileResult,
 )
 from memory_mcp.service import MemoryService
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 Long-term memory of the user, kept across conversations.
@@ -105,6 +109,10 @@ FLUSHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempote
 # The user a resource URI names: memory://users/{user_id}/...
 USER_RESOURCE = re.compile(r"^memory://users/([^/]*)/(.*)$")
 
+# Threads for work that may take minutes (flush_memory's LLM calls), apart from the SDK's pool
+# that add_memory and retrieve_memory run on: a stalled endpoint cannot starve them.
+SLOW_WORK_THREADS = 4
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -154,6 +162,7 @@ class MemoryTools:
     def __init__(self, service: MemoryService) -> None:
         self.service = service
         self._add_lanes = OrderedLanes()
+        self._slow_work = anyio.CapacityLimiter(SLOW_WORK_THREADS)
 
     async def add_memory(
         self,
@@ -211,7 +220,7 @@ class MemoryTools:
         # One add per user (and agent) at a time, in the order the requests arrived (a lock queues
         # its waiters in order): a host that sends several adds without waiting gets them stored as
         # sent, while other users' adds go on in parallel.
-        async with self._add_lanes.lane((user_id or None, agent_name or None)):
+        async with self._add_lanes.lane(self.service.resolve_scope(user_id, agent_name)):
             return await anyio.to_thread.run_sync(store)
 
     @_as_tool_errors
@@ -267,8 +276,7 @@ class MemoryTools:
         max_tokens: Annotated[str, Field(description="Token budget (100-8000); empty for the default.")] = "",
     ) -> str:
         """The user's memory as a <memory> block for a system prompt, within a token budget."""
-        budget = max_tokens.strip() or None
-        request = RetrieveMemoryRequest.build(query=query, user_id=user_id, agent_name=agent_name, max_tokens=budget)
+        request = context_request(query=query, user_id=user_id, agent_name=agent_name, max_tokens=max_tokens)
         return self.service.retrieve_memory(request).context
 
     @_as_tool_errors
@@ -294,8 +302,7 @@ class MemoryTools:
             )
         )
 
-    @_as_tool_errors
-    def flush_memory(
+    async def flush_memory(
         self,
         user_id: UserId = None,
         agent_name: AgentName = None,
@@ -307,9 +314,13 @@ class MemoryTools:
         waiting, now instead of after the usual quiet period. Call it when the user asks what you
         know about them right after telling you something, or before ending a session. Returns what
         changed and what is still pending or set aside."""
-        return self.service.flush_memory(
-            FlushRequest.build(user_id=user_id, agent_name=agent_name, retry_failed=retry_failed)
+        flush = _as_tool_errors(
+            lambda: self.service.flush_memory(
+                FlushRequest.build(user_id=user_id, agent_name=agent_name, retry_failed=retry_failed)
+            )
         )
+        # LLM calls may take minutes: on threads of their own, never those the quick tools need.
+        return await anyio.to_thread.run_sync(flush, limiter=self._slow_work)
 
 
 class OwnershipTools:
@@ -464,6 +475,29 @@ class OwnershipTools:
             raise ResourceError(str(exc)) from exc
 
 
+def context_request(**arguments: Any) -> RetrieveMemoryRequest:
+    """The memory_context prompt's arguments (strings, as prompts take them) as a request."""
+    budget = arguments.get("max_tokens")
+    budget = budget.strip() or None if isinstance(budget, str) else budget
+    return RetrieveMemoryRequest.build(**{**arguments, "max_tokens": budget})
+
+
+class CheckPromptArguments:
+    """Refuse a memory_context prompt whose arguments break a rule with an error that names the
+    argument and the rule (the SDK would wrap it into "Error rendering prompt" and log the chain)."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if isinstance(ctx.params, dict) else None
+        if ctx.method == "prompts/get" and params is not None and params.get("name") == "memory_context":
+            arguments = params.get("arguments") or {}
+            try:
+                context_request(**{"query": "", **arguments})
+            except (MemoryServiceError, TypeError) as exc:
+                log.info("memory_context prompt refused: %s", exc)
+                raise MCPError(INVALID_PARAMS, f"memory_context: {exc}") from None
+        return await call_next(ctx)
+
+
 class RejectUnknownArguments:
     """Refuse tool calls that carry arguments the tool does not have.
 
@@ -533,7 +567,7 @@ def build_server(
         (own.memory_status, "Memory status", READ_ONLY),
     )
     parameters = {method.__name__: set(inspect.signature(method).parameters) for method, _, _ in registered}
-    middleware: list[ServerMiddleware[Any]] = [RejectUnknownArguments(parameters)]
+    middleware: list[ServerMiddleware[Any]] = [RejectUnknownArguments(parameters), CheckPromptArguments()]
     if token_verifier is not None:
         middleware.append(BindToTokenUser(parameters))
     server = MCPServer(

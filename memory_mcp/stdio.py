@@ -1,0 +1,57 @@
+"""The stdio transport: the SDK's, plus an answer to every line it cannot read.
+
+The SDK hands a line that is not a JSON-RPC message to the server as an exception, and nothing
+goes back: the host then waits for its own timeout. Here such a line gets the JSON-RPC error at
+once (-32700 for text that is not JSON, -32600 for JSON that is not a message), with `id: null`
+as JSON-RPC prescribes when the id cannot be read, and the server goes on serving.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+log = logging.getLogger(__name__)
+
+INVALID_REQUEST = -32600
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve `server` over stdin/stdout until stdin closes."""
+    lowlevel = server._lowlevel_server  # the SDK serves a stream pair only through it
+    async with stdio_server() as (read_stream, write_stream):
+        to_server, from_client = create_context_streams[SessionMessage | Exception](0)
+
+        async def answer_unreadable_lines() -> None:
+            async with to_server:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        error = unreadable_line_error(item)
+                        log.warning("a line on stdin is not a JSON-RPC message: %s", error.error.message)
+                        await write_stream.send(SessionMessage(error))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_unreadable_lines)
+            await lowlevel.run(from_client, write_stream, lowlevel.create_initialization_options())
+
+
+def unreadable_line_error(problem: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line the transport could not read as a message."""
+    errors = problem.errors() if isinstance(problem, ValidationError) else []
+    if any(error["type"] == "json_invalid" for error in errors) or not errors:
+        reason = errors[0]["msg"] if errors else str(problem)
+        data = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: the line is not valid JSON ({reason})")
+    else:
+        data = types.ErrorData(
+            code=INVALID_REQUEST, message="Invalid Request: the line is JSON but not a JSON-RPC message"
+        )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=data)
