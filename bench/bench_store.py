@@ -253,7 +253,8 @@ def run_size(
     result: dict = {"size": size}
     rss = result["rss_mb"] = {"start": rss_mb()}
 
-    from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest, utc_now
+    from memory_mcp.clock import utc_now
+    from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
     from memory_mcp.service import MemoryService
 
     rss["after_imports"] = rss_mb()
@@ -438,7 +439,8 @@ def _seed_facts(service, generator: TextGenerator, count: int) -> int:
     if count <= 0:
         return 0
     try:
-        from memory_mcp.models import Fact, MemoryDocument, utc_now
+        from memory_mcp.clock import utc_now
+        from memory_mcp.models import Fact, MemoryDocument
         from memory_mcp.store import Scope
 
         rng = random.Random(SEED + 4)
@@ -511,8 +513,8 @@ def _cold_breakdown(settings, query: str, warm_p50_ms: float) -> dict:
     warm query."""
     try:
         from memory_mcp.models import RetrieveMemoryRequest
-        from memory_mcp.service import MemoryService, open_store
-        from memory_mcp.store import Scope
+        from memory_mcp.service import MemoryService
+        from memory_mcp.store import Scope, open_store
 
         store = open_store(settings)
         t0 = time.perf_counter()

@@ -101,10 +101,10 @@ def _write_config(work: Path, backend: str, schema: str | None) -> Path:
 
 def _seed(settings, users: list[str], count: int, texts: Texts) -> None:
     """Each user's first `count` pages, written through the store in bulk (not timed)."""
+    from memory_mcp.clock import utc_now
     from memory_mcp.ids import new_id
-    from memory_mcp.models import Page, utc_now
-    from memory_mcp.service import open_store
-    from memory_mcp.store import Scope
+    from memory_mcp.models import Page
+    from memory_mcp.store import Scope, open_store
 
     store = open_store(settings)
     try:

@@ -23,7 +23,6 @@ from memory_mcp import __version__
 from memory_mcp.access import TokenRegistry
 from memory_mcp.config import ConfigError, Settings, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
-from memory_mcp.importers import from_memoryos
 from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
@@ -33,9 +32,9 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
+from memory_mcp.portability.documents import parse_import
+from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.service import MemoryService
-from memory_mcp.store import Scope
-from memory_mcp.transfer import parse_import
 
 log = logging.getLogger("memory_mcp")
 
@@ -188,7 +187,7 @@ def serve(service: MemoryService, transport: str) -> int:
         "memory-mcp %s on %s; data in %s; structured memory %s",
         __version__,
         transport,
-        getattr(service.store, "location", None) or settings.data_storage_path,  # a database: its DSN, sans password
+        service.location,
         f"extracted by this server ({settings.llm_model})" if service.extraction_on else "left to the host model",
     )
     if transport == "streamable-http":
@@ -251,8 +250,7 @@ def _show(service: MemoryService, args: argparse.Namespace) -> int:
     profile = service.get_user_profile(
         ProfileRequest.build(user_id=args.user, agent_name=args.agent, include_knowledge=args.facts)
     )
-    log_pages = service.store.read_pages(Scope(profile.user_id, profile.agent_name)).pages
-    pages = list(log_pages[-args.pages :]) if args.pages > 0 else []
+    pages = service.latest_pages(profile.user_id, profile.agent_name, args.pages)
     if args.json:
         return _print_json(
             {"profile": profile.model_dump(mode="json"), "pages": [p.model_dump(mode="json") for p in pages]}
@@ -320,7 +318,7 @@ def _forget(service: MemoryService, args: argparse.Namespace) -> int:
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         service.require_stored(args.user, args.agent)
-    users = [args.user] if args.user else service.store.list_users()
+    users = [args.user] if args.user else service.list_users()
     results = [
         service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent, retry_failed=args.retry_failed))
         for user in users
@@ -337,13 +335,13 @@ def _flush(service: MemoryService, args: argparse.Namespace) -> int:
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Both backends come from the one config (the JSON files at data_storage_path, the database at
     storage.dsn), whichever of them storage.backend names; each is opened here, once."""
-    from memory_mcp.migrate import backend_settings, migrate, open_backend
+    from memory_mcp.portability.backend_copy import backend_settings, copy_memory, open_backend
 
     if args.source == args.target:
         raise InvalidInput(f"--from and --to must name different backends (both are {args.source})")
     source, target = (backend_settings(settings, name) for name in (args.source, args.target))
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
-        report = migrate(reading, writing, checking, resume=args.resume)
+        report = copy_memory(reading, writing, checking, resume=args.resume)
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
 
 

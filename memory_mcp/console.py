@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from memory_mcp.access import TokenRecord
-from memory_mcp.migrate import MigrationReport
 from memory_mcp.models import (
     Fact,
     FactChangeResult,
@@ -17,6 +16,7 @@ from memory_mcp.models import (
     FlushResult,
     ForgetResult,
     ImportResult,
+    MigrationReport,
     Page,
     ScoredPage,
     StatusResult,

@@ -20,6 +20,10 @@ def new_fact_id() -> str:
     return f"fact_{secrets.token_hex(4)}"
 
 
+def new_knowledge_id() -> str:
+    return f"know_{secrets.token_hex(4)}"
+
+
 def normalise(text: str) -> str:
     """What makes two facts the same: their words, ignoring case and spacing."""
     return " ".join(text.split()).casefold()

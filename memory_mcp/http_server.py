@@ -121,7 +121,7 @@ def _health(service: MemoryService) -> Response:
         "structured_memory": "on" if service.extraction_on else "off",
     }
     try:
-        service.store.check_ready()
+        service.check_ready()
     except MemoryServiceError as exc:
         return JSONResponse({"status": "unavailable", "error": str(exc), **body}, status_code=503)
     return JSONResponse({"status": "ok", **body})

@@ -16,18 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone, StorageError
-from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState, utc_now
+from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.retrieval import LexicalIndex
-from memory_mcp.sessions import (
-    SessionTable,
-    archived_sessions,
-    now_utc,
-    sessions_to_archive,
-    thread_of_session,
-)
+from memory_mcp.sessions import SessionTable, archived_sessions, sessions_to_archive, thread_of_session
 from memory_mcp.store import MemoryStore, PageLog, Scope
 
 log = logging.getLogger(__name__)
@@ -137,7 +132,7 @@ class PageRecall:
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
                 hit_sessions = {page_sessions[i] for i, _ in hits}
-                heats = cache.sessions.heats(document, now_utc(), self.settings, only=hit_sessions)
+                heats = cache.sessions.heats(document, now(), self.settings, only=hit_sessions)
                 lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in hits)
                 hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
             hits = hits[: request.max_results]
@@ -148,6 +143,15 @@ class PageRecall:
                 cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
                 cache.maintenance.start()
         return hits
+
+    def search_all(
+        self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int
+    ) -> list[tuple[int, float]]:
+        """Rank every page (recent and archived ones too) without counting a visit: for a person
+        looking through their own memory."""
+        cache = self.cache(scope, page_log)
+        with cache.lock:
+            return cache.index.search(query, limit, among_first=among_first)
 
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""
@@ -185,7 +189,7 @@ class PageRecall:
         def change(document: MemoryDocument) -> MemoryDocument:
             with cache.lock:
                 document = cache.sessions.apply_unsaved(document)
-                heats = cache.sessions.heats(document, now_utc(), self.settings)
+                heats = cache.sessions.heats(document, now(), self.settings)
                 page_sessions = cache.sessions.page_sessions[: len(pages)]
                 sizes = dict(cache.sessions.sizes)
             pending = pending_by_thread(pages, document.analysis).values()

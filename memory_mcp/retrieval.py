@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from memory_mcp.analysis import analyze
+from memory_mcp.terms import index_terms
 
 NEIGHBOUR_WEIGHT = 0.5
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
@@ -60,7 +60,7 @@ class LexicalIndex:
 
     def add(self, text: str, thread: str = "") -> None:
         """Index the next document; `thread` names whose neighbour it is."""
-        counts = Counter(analyze(text))
+        counts = Counter(index_terms(text))
         document = len(self._lengths)
         previous = self._last_by_thread.get(thread)
         weights: dict[str, float] = dict(counts)
@@ -98,7 +98,7 @@ class LexicalIndex:
         previous = np.full(size, -1, dtype=np.int64)
         last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
         for document, (text, thread) in enumerate(documents):
-            counts = Counter(analyze(text))
+            counts = Counter(index_terms(text))
             columns.extend([term_number(term, len(vocabulary)) for term in counts])
             counted.extend(counts.values())
             row_ends.append(len(columns))
@@ -199,7 +199,7 @@ class LexicalIndex:
 
         count = len(self._lengths)
         candidates = count if among_first is None else min(among_first, count)
-        terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
+        terms = [term for term in dict.fromkeys(index_terms(query)) if term in self._postings]
         if candidates <= 0 or not terms or limit <= 0:
             return []
         lengths = np.frombuffer(self._lengths, dtype=np.float64)
@@ -278,7 +278,7 @@ def _fitted_tfidf(contents: tuple[str, ...]) -> tuple[Any, Any] | None:
     # scikit-learn is imported on first use: it is far too heavy to load before the handshake.
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vectorizer = TfidfVectorizer(analyzer=analyze)
+    vectorizer = TfidfVectorizer(analyzer=index_terms)
     try:
         matrix = vectorizer.fit_transform(contents)
     except ValueError:  # not one word in any of them

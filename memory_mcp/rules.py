@@ -8,15 +8,15 @@ way whatever wrote it.
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
-from memory_mcp.facts import cap, current, keep_most_confident, new_fact_id, normalise, retire
+from memory_mcp.facts import cap, current, keep_most_confident, new_fact_id, new_knowledge_id, normalise, retire
 from memory_mcp.models import (
     HISTORY_SECTION_NAMES,
     USER_SECTION_NAMES,
@@ -27,7 +27,6 @@ from memory_mcp.models import (
     Section,
     SkippedFact,
     SupersededFact,
-    utc_now,
 )
 
 # Uploads belong to one session and will not exist later. "Upload" is about files whatever follows
@@ -276,7 +275,7 @@ def _apply_knowledge(
         seen.add(key)
         entries.append(
             KnowledgeEntry(
-                id=f"know_{secrets.token_hex(4)}",
+                id=new_knowledge_id(),
                 content=proposed.content,
                 confidence=proposed.confidence,
                 createdAt=now,

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from memory_mcp import __version__, host_memory, ownership
+from memory_mcp import __version__, fact_edits, host_memory
+from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
-from memory_mcp.errors import InvalidInput, MemoryGone, NotFound, StorageError
+from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
-from memory_mcp.llm import ChatClient, RetryPolicy
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -49,18 +49,16 @@ from memory_mcp.models import (
     UpdateFactRequest,
     UserProfileResult,
     UserSummary,
-    utc_now,
 )
 from memory_mcp.pending import thread_key
-from memory_mcp.queue import UpdateQueue
+from memory_mcp.portability import documents
+from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
-from memory_mcp.rules import UpdateReport
-from memory_mcp.store import MemoryStore, Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
-from memory_mcp.transfer import MergeCounts, parse_import
-from memory_mcp.updater import Updater, pending_threads
+from memory_mcp.update_runner import UpdateRunner
+from memory_mcp.updater import pending_threads
 
 log = logging.getLogger(__name__)
 
@@ -100,24 +98,10 @@ class MemoryService:
         self._owns_store = store is None
         self.store: MemoryStore = store if store is not None else open_store(settings)
         self._tokens = TokenCounter(settings.memory.token_counting)
-        self._updater: Updater | None = None
-        self._queue: UpdateQueue | None = None
-        self._running: dict[Scope, threading.Event] = {}  # cancel switches of updates under way
-        self._running_guard = threading.Lock()
-        self._recall = PageRecall(settings, self.store, on_hot=self._analyse_now if self.extraction_on else None)
-        if self.extraction_on:
-            memory = settings.memory
-            chat = ChatClient(
-                base_url=settings.openai_base_url,
-                api_key=settings.openai_api_key,
-                model=settings.llm_model,
-                timeout=memory.llm_timeout_seconds,
-                retry=RetryPolicy(attempts=memory.llm_max_attempts),
-                max_output_tokens=memory.llm_max_output_tokens,
-                response_format=memory.llm_response_format,
-            )
-            self._updater = Updater(settings, self.store, chat)
-            self._queue = UpdateQueue(self._run_update, memory.debounce_seconds, memory.max_concurrent_updates)
+        self._updates = UpdateRunner(settings, self.store, self.extraction_on)
+        self._recall = PageRecall(
+            settings, self.store, on_hot=self._updates.analyse_soon if self.extraction_on else None
+        )
 
     @property
     def extraction_on(self) -> bool:
@@ -131,9 +115,7 @@ class MemoryService:
         warm_up = threading.Timer(WARM_UP_DELAY_SECONDS, self._warm_up)
         warm_up.daemon = True
         warm_up.start()
-        if self._queue is not None:
-            self._queue.start()
-        threading.Thread(target=self._resume_pending, name="memory-resume", daemon=True).start()
+        self._updates.start()
 
     def _warm_up(self) -> None:
         """Import numpy and scikit-learn and load the token encoding (about two seconds of work)
@@ -152,10 +134,9 @@ class MemoryService:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
         finish; return how many were left."""
         self._recall.close()
-        left = 0 if self._queue is None else self._queue.shutdown(self.settings.memory.shutdown_flush_seconds)
-        close_store = getattr(self.store, "close", None)  # PostgresStore: its connection pools
-        if self._owns_store and close_store is not None:
-            close_store()
+        left = self._updates.shutdown()
+        if self._owns_store:
+            self.store.close()
         return left
 
     # --- tools ----------------------------------------------------------------------------
@@ -183,8 +164,7 @@ class MemoryService:
             structured = host_memory.outcome(
                 host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
             )
-        if self._queue is not None:
-            self._queue.notify(scope, thread_key(page))
+        self._updates.added(scope, thread_key(page))
         message = "Remembered. retrieve_memory will find this exchange from now on."
         if structured is not None:
             message += (
@@ -257,11 +237,7 @@ class MemoryService:
         """Analyse everything pending for the scope now (and, with retry_failed, what was set
         aside), and say what changed."""
         scope = self.resolve_scope(request.user_id, request.agent_name)
-        report = UpdateReport()
-        if self._queue is not None:
-            if request.retry_failed:
-                report.merge(self._queue.run_exclusive(scope, lambda: self._retry_set_aside(scope)))
-            report.merge(self._queue.run_now(scope, lambda: list(pending_threads(self.store, scope))))
+        report = self._updates.flush(scope, request.retry_failed)
         pending = sum(pending_threads(self.store, scope).values())
         document = self.store.read_document(scope)
         notes = self._extraction_notes()
@@ -287,36 +263,36 @@ class MemoryService:
     # --- users own their memory -----------------------------------------------------------
 
     def search_facts(self, request: SearchFactsRequest) -> FactsResult:
-        return ownership.search_facts(
+        return fact_edits.search_facts(
             self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
         )
 
     def add_fact(self, request: AddFactRequest) -> FactChangeResult:
-        return ownership.add_fact(
+        return fact_edits.add_fact(
             self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
         )
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)  # a fact of nobody: say so, and create nothing
-        return ownership.update_fact(self.store, scope, request, self.settings)
+        return fact_edits.update_fact(self.store, scope, request, self.settings)
 
     def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)
-        return ownership.delete_fact(self.store, scope, request)
+        return fact_edits.delete_fact(self.store, scope, request)
 
     def export_memory(self, request: ExportRequest) -> ExportDocument:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)
         agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
-        return ownership.export_scope(self.store, scope, agents)
+        return documents.export_scope(self.store, scope, agents)
 
     def import_memory(self, request: ImportRequest) -> ImportResult:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
-        scope = Scope(document.user_id, request.agent_name or document.agent_name)
+        scope = Scope(document.user_id, document.agent_name)
         parts = [(scope, document.memory, self._admitted(document.pages))]
         parts += [
             (Scope(document.user_id, name), agent.memory, self._admitted(agent.pages))
@@ -331,8 +307,8 @@ class MemoryService:
             self._erase(scope)  # a user's scope takes their agents with it
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
-            counts.add(ownership.import_scope(self.store, part_scope, memory, pages, replace))
-        return ownership.import_result(
+            counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
+        return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
         )
 
@@ -384,11 +360,7 @@ class MemoryService:
                 summary, scope_documents = UserSummary(user_id=user_id, problem=str(exc)), []
             users.append(summary)
             documents += scope_documents
-        errors = [
-            message
-            for (scope, _), message in (self._queue.last_errors.items() if self._queue is not None else [])
-            if only_user is None or scope.user_id == only_user
-        ]
+        errors = self._updates.last_errors(only_user)
         notes = self._extraction_notes()
         try:
             self.store.check_ready()
@@ -401,7 +373,7 @@ class MemoryService:
             notes.append(f"Damaged memory (its calls fail until it is repaired): {', '.join(damaged)}; see `problem`.")
         return StatusResult(
             version=__version__,
-            data_dir=getattr(self.store, "location", None) or str(self.settings.data_storage_path),
+            data_dir=self.store.location,
             storage_ok=storage_ok,
             users=users,
             llm_configured=self.settings.llm_configured,
@@ -409,7 +381,7 @@ class MemoryService:
             llm_model=self.settings.llm_model if self.settings.llm_configured else None,
             llm_base_url=_without_credentials(self.settings.openai_base_url),
             token_counter=self._tokens.method,  # type: ignore[arg-type]
-            queued_updates=len(self._queue.queued()) if self._queue is not None else 0,
+            queued_updates=self._updates.queued(),
             last_update_errors=errors,
             notes=notes,
         )
@@ -441,10 +413,25 @@ class MemoryService:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         page_log = self.store.read_pages(scope)
         pages = page_log.pages[: len(page_log.pages)]
-        cache = self._recall.cache(scope, page_log)
-        with cache.lock:
-            hits = cache.index.search(request.query, request.max_results, among_first=len(pages))
+        hits = self._recall.search_all(scope, page_log, request.query, request.max_results, among_first=len(pages))
         return [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
+
+    def latest_pages(self, user_id: str, agent_name: str | None, count: int) -> list[Page]:
+        """The last `count` exchanges stored for a user (or agent), in the order they were added."""
+        pages = self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages
+        return [Page(**_page_fields(page)) for page in pages[-count:]] if count > 0 else []
+
+    def list_users(self) -> list[str]:
+        return self.store.list_users()
+
+    @property
+    def location(self) -> str:
+        """Where memory is kept, as it may be shown (a database without its password)."""
+        return self.store.location
+
+    def check_ready(self) -> None:
+        """Raise StorageError if memory cannot be stored right now (what a health check asks)."""
+        self.store.check_ready()
 
     def _stored(self, scope: Scope) -> bool:
         if scope.user_id not in self.store.list_users():
@@ -466,62 +453,9 @@ class MemoryService:
         affected = [scope] + (
             [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
         )
-        with self._running_guard:
-            for each in affected:
-                if each in self._running:
-                    self._running[each].set()
+        self._updates.stop_for_erase(affected)
         self.store.erase(scope)
         self._recall.drop(affected)
-        if self._queue is not None:
-            self._queue.discard(scope)
-
-    def _analyse_now(self, scope: Scope, thread: str) -> None:
-        """A session in demand: analyse its pending exchanges without waiting for the debounce."""
-        assert self._queue is not None
-        self._queue.notify(scope, thread, delay=0)
-
-    def _run_update(self, scope: Scope, thread: str) -> UpdateReport:
-        """One queued update of a thread."""
-        assert self._updater is not None
-        updater = self._updater
-        return self._with_update_right(scope, lambda cancel: updater.update_thread(scope, thread, cancel))
-
-    def _retry_set_aside(self, scope: Scope) -> UpdateReport:
-        """The set-aside exchanges of a scope, analysed again on request."""
-        assert self._updater is not None
-        updater = self._updater
-        return self._with_update_right(scope, lambda cancel: updater.retry_set_aside(scope, cancel))
-
-    def _with_update_right(self, scope: Scope, work: Callable[[threading.Event], UpdateReport]) -> UpdateReport:
-        """Run `work` with the scope's update right held across threads and processes, and a
-        cancel switch an erase can pull."""
-        if not self.store.read_pages(scope).pages:
-            return UpdateReport()  # nothing stored (or just erased)
-        with self.store.exclusive_updates(scope) as acquired:
-            if not acquired:
-                return UpdateReport(errors=["another process is updating this memory; will retry"])
-            cancel = threading.Event()
-            with self._running_guard:
-                self._running[scope] = cancel
-            try:
-                return work(cancel)
-            except MemoryGone:
-                return UpdateReport()  # erased meanwhile: there is nothing left to update
-            finally:
-                with self._running_guard:
-                    self._running.pop(scope, None)
-
-    def _resume_pending(self) -> None:
-        """At start: finish applying host memory a crash interrupted, and queue pending updates."""
-        for scope in self.store.list_scopes():
-            try:
-                host_memory.apply_pending(self.store, scope, self.settings)
-                threads = pending_threads(self.store, scope) if self._queue is not None else {}
-            except StorageError as exc:
-                log.warning("not resuming updates for %s: %s", scope.describe(), exc)
-                continue
-            if self._queue is not None:
-                self._queue.resume((scope, thread) for thread in threads)
 
     def resolve_scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         """Whose memory a call means: an id left out (or empty) is the configured default."""
@@ -630,19 +564,3 @@ def _without_credentials(url: str | None) -> str | None:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def open_store(settings: Settings) -> MemoryStore:
-    """The store the settings name; psycopg is imported only when PostgreSQL is used."""
-    storage = settings.storage
-    if storage.backend == "postgres":
-        from memory_mcp.store.postgres_store import PostgresStore
-
-        assert storage.dsn is not None  # StorageSettings requires it
-        return PostgresStore(
-            storage.dsn,
-            schema=storage.postgres_schema,
-            max_connections=storage.max_connections,
-            lock_timeout=storage.lock_timeout_seconds,
-        )
-    return JsonStore(settings.data_storage_path, lock_timeout=storage.lock_timeout_seconds)

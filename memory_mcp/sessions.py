@@ -136,10 +136,6 @@ def sessions_to_archive(
     return candidates[:excess]
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)
-
-
 def _parse(timestamp: str) -> datetime:
     moment = datetime.fromisoformat(timestamp)
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -14,19 +14,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.errors import LLMError
 from memory_mcp.llm import ChatClient
-from memory_mcp.models import (
-    Fact,
-    FailingBatch,
-    MemoryDocument,
-    Page,
-    SessionState,
-    SetAsideBatch,
-    StoredPage,
-    utc_now,
-)
+from memory_mcp.models import Fact, FailingBatch, MemoryDocument, Page, SessionState, SetAsideBatch, StoredPage
 from memory_mcp.pending import mark_analysed, pending_by_thread
 from memory_mcp.prompts import build_messages, facts_to_show
 from memory_mcp.reply import ReplyError, TruncatedReply, parse_reply, reply_schema

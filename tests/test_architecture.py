@@ -1,4 +1,10 @@
-"""Layering rules, checked by parsing imports: data flows server/cli -> service -> store."""
+"""The layering, checked by parsing imports, so that it cannot erode.
+
+Data flows one way: the edges (MCP server, HTTP, stdio, command line) call the service, the
+service uses the core (recall, context, updates, rules, portability), the core uses the store,
+and everything may use the foundations (models, config, errors, ids, clock, text and token
+helpers). A module imports only from its own layer or below.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,48 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "memory_mcp"
 
+LAYERS: dict[str, list[str]] = {
+    "foundation": [
+        "errors",
+        "ids",
+        "clock",
+        "config",
+        "models",
+        "terms",
+        "tokens",
+        "facts",
+        "signals",
+        "pending",
+        "sessions",
+    ],
+    "store": ["store"],
+    "core": [
+        "retrieval",
+        "context",
+        "rules",
+        "reply",
+        "prompts",
+        "llm",
+        "host_memory",
+        "updater",
+        "queue",
+        "recall",
+        "update_runner",
+        "fact_edits",
+        "portability",
+    ],
+    "service": ["service"],
+    "edges": ["tool_functions", "server", "stdio", "access", "http_server", "console", "cli", "__main__"],
+}
+RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
+# Outside libraries only one place may use: the MCP SDK at the edge, each driver in its module.
+ONLY_IN = {
+    "mcp": {"tool_functions.py", "server.py", "stdio.py", "access.py", "http_server.py"},
+    "openai": {"llm.py"},
+    "psycopg": {"store/postgres_store.py", "store/migrations.py"},
+    "psycopg_pool": {"store/postgres_store.py"},
+}
+
 
 def imported_modules(path: Path) -> set[str]:
     modules: set[str] = set()
@@ -17,42 +65,58 @@ def imported_modules(path: Path) -> set[str]:
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules.add(node.module)
+            if node.module == "memory_mcp":
+                modules.update(f"memory_mcp.{alias.name}" for alias in node.names)
     return modules
 
 
-def modules_under(relative: str) -> list[Path]:
-    target = PACKAGE / relative
-    return sorted(target.rglob("*.py")) if target.is_dir() else [target]
+def top_module(path: Path) -> str:
+    """The name a module is listed under in LAYERS: its file, or its package."""
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py")
 
 
-FORBIDDEN = [
-    # (layer, prefixes it must not import)
-    ("store", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service")),
-    ("retrieval.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
-    ("service.py", ("mcp", "memory_mcp.server", "memory_mcp.cli")),
-    *[
-        (module, ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service"))
-        for module in ("queue.py", "updater.py", "prompts.py", "signals.py", "pending.py", "llm.py")
-    ],
-    ("models.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
-    ("config.py", ("mcp", "memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.store")),
-    ("access.py", ("memory_mcp.server", "memory_mcp.cli", "memory_mcp.service", "memory_mcp.http_server")),
-    ("server.py", ("memory_mcp.cli", "memory_mcp.http_server")),
-]
+SOURCES = [path for path in sorted(PACKAGE.rglob("*.py")) if path.name != "__init__.py" or path.parent != PACKAGE]
 
 
-@pytest.mark.parametrize(("layer", "forbidden"), FORBIDDEN, ids=[layer for layer, _ in FORBIDDEN])
-def test_layers_import_only_downwards(layer: str, forbidden: tuple[str, ...]) -> None:
-    for path in modules_under(layer):
-        bad = {m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in forbidden)}
-        assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted({top_module(path) for path in SOURCES} - set(RANK))
+    assert unplaced == [], f"modules in no layer of LAYERS: {unplaced}"
 
 
-def test_the_llm_client_is_only_reached_through_llm_py() -> None:
-    importers = sorted(
-        path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py") if "openai" in imported_modules(path)
-    )
-    assert importers == ["llm.py"]
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.relative_to(PACKAGE).as_posix())
+def test_a_module_imports_only_from_its_layer_or_below(path: Path) -> None:
+    own = RANK[top_module(path)]
+    upward = []
+    for module in imported_modules(path):
+        if module.startswith("memory_mcp."):
+            target = module.split(".")[1]
+            if target in RANK and RANK[target] > own:
+                upward.append(module)
+    assert upward == [], f"{path.relative_to(PACKAGE)} imports from a higher layer: {sorted(upward)}"
+
+
+def test_outside_libraries_are_used_where_they_belong() -> None:
+    misplaced = []
+    for path in SOURCES:
+        where = path.relative_to(PACKAGE).as_posix()
+        for module in imported_modules(path):
+            library = module.split(".")[0]
+            if library in ONLY_IN and where not in ONLY_IN[library]:
+                misplaced.append(f"{where} imports {module}")
+    assert misplaced == []
+
+
+def test_the_console_renders_results_and_nothing_else() -> None:
+    imported = {m for m in imported_modules(PACKAGE / "console.py") if m.startswith("memory_mcp")}
+    assert imported <= {"memory_mcp.models", "memory_mcp.access"}, imported
+
+
+def test_the_command_line_reaches_memory_only_through_the_service() -> None:
+    text = (PACKAGE / "cli.py").read_text(encoding="utf-8")
+    assert ".store." not in text and "service.store" not in text
+    imported = {m for m in imported_modules(PACKAGE / "cli.py") if m.startswith("memory_mcp.store")}
+    assert imported == set(), imported
 
 
 def test_only_config_reads_the_environment() -> None:

@@ -32,7 +32,7 @@ from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
 from stdio_helpers import PROJECT_ROOT, PYTHON
 from test_crash import ServerProcess, start_spawned
 
-from memory_mcp import analysis
+from memory_mcp import terms
 from memory_mcp.config import MemorySettings, Settings
 from memory_mcp.facts import current, normalise
 from memory_mcp.models import AddMemoryRequest, FlushRequest, MemoryDocument, Page, RetrieveMemoryRequest
@@ -508,7 +508,7 @@ def distinct_words(rng: random.Random, count: int) -> list[str]:
 def test_retrieves_in_several_threads_at_once_rank_as_they_do_one_at_a_time(data_dir: Path) -> None:
     """The MCP SDK runs tools on worker threads, so retrieves (and the warm-up thread) stem at once.
     A shared Snowball stemmer raised IndexError, or indexed wrong stems that the memoised _stem then
-    kept for the life of the process (memory_mcp/analysis.py, fixed in 179a53e)."""
+    kept for the life of the process (memory_mcp/terms.py, then analysis.py; fixed in 179a53e)."""
     rng = random.Random(7)
     service = MemoryService(Settings(data_storage_path=data_dir, memory=MemorySettings(token_counting="char")))
     users = [f"r{n}" for n in range(4)]
@@ -557,9 +557,9 @@ def test_retrieves_in_several_threads_at_once_rank_as_they_do_one_at_a_time(data
         for page in service.store.read_pages(Scope(user)).pages
         for word in page.user_input.split()
     }
-    poisoned = sorted(word for word in words if analysis._stem(word) != reference.stemWord(word))
+    poisoned = sorted(word for word in words if terms._stem(word) != reference.stemWord(word))
     assert (errors, wrong_hits, poisoned) == ([], [], []), (
         f"{len(errors)} of {sum(len(q) for q in queries.values())} retrieves raised (first: {errors[:1]}); "
         f"{len(wrong_hits)} ranked the wrong page first; {len(poisoned)} of {len(words)} words now have a wrong "
-        f"stem cached for the life of the process, e.g. {[(w, analysis._stem(w)) for w in poisoned[:3]]}"
+        f"stem cached for the life of the process, e.g. {[(w, terms._stem(w)) for w in poisoned[:3]]}"
     )

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from memory_mcp.server import build_server
+from memory_mcp.server import TOOLS, build_server
 from memory_mcp.service import MemoryService
 
 PARAMETERS = {
@@ -153,6 +153,53 @@ def test_tool_parameters_and_results_are_frozen(service: MemoryService, name: st
     assert list(tool.input_schema["properties"]) == PARAMETERS[name]
     assert sorted(tool.input_schema.get("required", [])) == sorted(REQUIRED[name])
     assert set(tool.output_schema["properties"]) == RESULT_FIELDS[name]
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_the_published_input_schema_is_the_schema_of_the_model_that_validates(
+    service: MemoryService, name: str
+) -> None:
+    published = listed_tools(service)[name].input_schema
+    validating = TOOLS[name].request.model_json_schema()
+
+    assert published["properties"] == validating["properties"]
+    assert sorted(published.get("required", [])) == sorted(validating.get("required", []))
+    assert published.get("$defs", {}) == validating.get("$defs", {})
+
+
+def test_tools_list_publishes_the_bounds_the_validator_enforces(service: MemoryService) -> None:
+    tools = listed_tools(service)
+
+    def field(tool: str, name: str) -> dict[str, Any]:
+        schema = tools[tool].input_schema["properties"][name]
+        return next((branch for branch in schema.get("anyOf", []) if branch.get("type") != "null"), schema) | {
+            key: value for key, value in schema.items() if key != "anyOf"
+        }
+
+    assert (field("retrieve_memory", "max_results")["minimum"], field("retrieve_memory", "max_results")["maximum"]) == (
+        1,
+        100,
+    )
+    assert (field("retrieve_memory", "max_tokens")["minimum"], field("retrieve_memory", "max_tokens")["maximum"]) == (
+        100,
+        8000,
+    )
+    assert (field("add_fact", "confidence")["minimum"], field("add_fact", "confidence")["maximum"]) == (0, 1)
+    assert (field("search_facts", "limit")["minimum"], field("search_facts", "limit")["maximum"]) == (1, 500)
+    assert field("add_fact", "content")["maxLength"] == 2000
+    assert field("retrieve_memory", "query")["maxLength"] == 20_000
+    assert field("add_memory", "user_id")["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
+    assert field("forget", "user_id")["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
+    assert field("search_facts", "category")["enum"] == [
+        "preference",
+        "knowledge",
+        "context",
+        "behavior",
+        "goal",
+        "correction",
+    ]
+    fact = tools["add_memory"].input_schema["$defs"]["ProposedFact"]["properties"]
+    assert fact["confidence"]["maximum"] == 1 and fact["content"]["maxLength"] == 2000
 
 
 def test_only_the_contract_tools_are_registered(service: MemoryService) -> None:

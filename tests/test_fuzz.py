@@ -5,7 +5,7 @@ Two layers:
 - In-process, through the MCP layer: every tool's arguments drawn by hypothesis (wrong types,
   text beyond max_text_chars, meta_data too deep or too big, control characters, NUL, lone
   surrogates, path-like ids, NaN and Infinity, odd timestamps, unknown arguments, deeply nested
-  import documents) and sent with the SDK's in-process `Client`, so the RejectUnknownArguments
+  import documents) and sent with the SDK's in-process `Client`, so the ValidateArguments
   middleware and the SDK's own handling run as in production. Values the client cannot carry
   (NaN, which its JSON mode turns into null; anything it refuses to serialise) are also sent to
   `server.call_tool` directly. After every call: it returned (success or a deliberate error,

@@ -21,10 +21,9 @@ import pytest
 from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
 from stdio_helpers import server_env, snapshot, write_config
 
-import memory_mcp.migrate as migrate_module
+import memory_mcp.portability.backend_copy as backend_copy
 from memory_mcp.config import Settings
 from memory_mcp.errors import StorageError
-from memory_mcp.migrate import batches, migrate
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -38,6 +37,7 @@ from memory_mcp.models import (
     SessionState,
     UpdateFactRequest,
 )
+from memory_mcp.portability.backend_copy import batches, copy_memory
 from memory_mcp.service import MemoryService
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
@@ -329,7 +329,7 @@ def test_a_stopped_migration_is_continued_with_resume(
     original = stored(JsonStore(source_dir))
     target = StopsAfter(postgres(), appends=2)  # alice's first batch, then the failure
     with pytest.raises(StorageError) as stopped:
-        migrate(JsonStore(source_dir), target, postgres())
+        copy_memory(JsonStore(source_dir), target, postgres())
     assert "migration stopped at alice: " in str(stopped.value) and "--resume" in str(stopped.value)
     partial = stored(postgres())
     assert list(partial) == [Scope("alice")]
@@ -413,7 +413,7 @@ class DropsLastPage(Delegating):
 
 
 def test_json_to_json_copies_everything_and_verifies_through_a_fresh_instance(source_dir: Path, tmp_path: Path) -> None:
-    report = migrate(JsonStore(source_dir), JsonStore(tmp_path / "t"), JsonStore(tmp_path / "t"))
+    report = copy_memory(JsonStore(source_dir), JsonStore(tmp_path / "t"), JsonStore(tmp_path / "t"))
     assert stored(JsonStore(tmp_path / "t")) == stored(JsonStore(source_dir))
     assert report.pages == report.pages_copied == sum(len(pages) for pages, _ in stored(JsonStore(source_dir)).values())
 
@@ -422,11 +422,11 @@ def test_verification_catches_a_target_that_lost_pages(source_dir: Path, tmp_pat
     with pytest.raises(
         StorageError, match=r"verification failed for alice: the target holds 1501 exchanges, the source 1503"
     ):
-        migrate(JsonStore(source_dir), DropsLastPage(JsonStore(tmp_path / "t")), JsonStore(tmp_path / "t"))
+        copy_memory(JsonStore(source_dir), DropsLastPage(JsonStore(tmp_path / "t")), JsonStore(tmp_path / "t"))
 
 
 def test_an_empty_source_migrates_nothing(tmp_path: Path) -> None:
-    report = migrate(JsonStore(tmp_path / "none"), JsonStore(tmp_path / "t"), JsonStore(tmp_path / "t"))
+    report = copy_memory(JsonStore(tmp_path / "none"), JsonStore(tmp_path / "t"), JsonStore(tmp_path / "t"))
     assert report.scopes == [] and report.message == "The source holds no memory: nothing was migrated."
     assert not (tmp_path / "t").exists()
 
@@ -435,7 +435,7 @@ def test_batches_are_bounded_by_count_and_size(monkeypatch: pytest.MonkeyPatch) 
     pages = [bulk_page(n) for n in range(2500)]
     assert [len(batch) for batch in batches(pages)] == [1000, 1000, 500]
     huge = bulk_page(9).model_copy(update={"user_input": "x" * 5000})
-    monkeypatch.setattr(migrate_module, "BATCH_CHARS", 3000)
+    monkeypatch.setattr(backend_copy, "BATCH_CHARS", 3000)
     mixed = [pages[0], pages[1], huge, pages[2]]
     assert [len(batch) for batch in batches(mixed)] == [2, 1, 1]
     assert [page for batch in batches(mixed) for page in batch] == mixed

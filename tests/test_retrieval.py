@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from memory_mcp.analysis import tokenize
 from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
+from memory_mcp.terms import tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
 

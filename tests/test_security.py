@@ -240,7 +240,7 @@ def test_no_key_is_written_into_the_code_and_only_config_reads_the_environment()
     # The one client is given the configured key, or a placeholder the local endpoints ignore.
     assert sorted(api_key_values) == [
         ("llm.py", "self._api_key or 'not-needed'"),
-        ("service.py", "settings.openai_api_key"),
+        ("update_runner.py", "settings.openai_api_key"),
     ], api_key_values
 
 
@@ -368,7 +368,10 @@ REVIEWED_JOINS = {
     ("config.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
     ("store/json_store.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",
-    ("importers.py", "name"): "CLI import --from-memoryos: the operator's own MemoryOS folder and --user/--assistant "
+    (
+        "portability/memoryos.py",
+        "name",
+    ): "CLI import --from-memoryos: the operator's own MemoryOS folder and --user/--assistant "
     "arguments (a MemoryOS user id is validated before it becomes ours)",
 }
 

@@ -17,7 +17,6 @@ from stdio_helpers import snapshot
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput
-from memory_mcp.importers import IMPORTED_CONFIDENCE, from_memoryos
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -32,9 +31,10 @@ from memory_mcp.models import (
     Section,
     UpdateFactRequest,
 )
+from memory_mcp.portability.documents import merge_documents, merge_pages, parse_import
+from memory_mcp.portability.memoryos import IMPORTED_CONFIDENCE, from_memoryos
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.transfer import merge_documents, merge_pages, parse_import
 from memory_mcp.updater import pending_threads
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from memory_mcp.server import MemoryTools, OwnershipTools
+from memory_mcp.server import MemoryTools
 from memory_mcp.service import MemoryService
 
 
@@ -39,5 +39,4 @@ class Tools:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
-        self.memory = _Synchronous(MemoryTools(service))
-        self.own = _Synchronous(OwnershipTools(service))
+        self.memory = self.own = _Synchronous(MemoryTools(service))

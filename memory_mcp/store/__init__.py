@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from memory_mcp.config import Settings
 from memory_mcp.models import MemoryDocument, Page, StoredPage
 
 
@@ -52,6 +53,11 @@ def page_from_record(record: str | bytes) -> Page:
 
 class MemoryStore(Protocol):
     """Durable per-scope storage of verbatim pages and the structured memory document."""
+
+    location: str  # where memory is kept, as it may be shown (a database's DSN without its password)
+
+    def close(self) -> None:
+        """Release what the store holds open (connections); it is not used afterwards."""
 
     def append_page(self, scope: Scope, page: Page) -> None:
         """Store `page` durably before returning; concurrent appenders never lose or mix records."""
@@ -103,3 +109,21 @@ class MemoryStore(Protocol):
 
     def list_scopes(self) -> list[Scope]:
         """Every user and every agent of a user with stored memory."""
+
+
+def open_store(settings: Settings) -> MemoryStore:
+    """The store the settings name; psycopg is imported only when PostgreSQL is used."""
+    storage = settings.storage
+    if storage.backend == "postgres":
+        from memory_mcp.store.postgres_store import PostgresStore
+
+        assert storage.dsn is not None  # StorageSettings requires it
+        return PostgresStore(
+            storage.dsn,
+            schema=storage.postgres_schema,
+            max_connections=storage.max_connections,
+            lock_timeout=storage.lock_timeout_seconds,
+        )
+    from memory_mcp.store.json_store import JsonStore
+
+    return JsonStore(settings.data_storage_path, lock_timeout=storage.lock_timeout_seconds)

@@ -38,9 +38,10 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
+from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
-from memory_mcp.models import MemoryDocument, Page, utc_now
+from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.durable import (
     FILE_MODE,
@@ -129,6 +130,7 @@ class JsonStore:
 
     def __init__(self, root: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.root = root
+        self.location = str(root)
         self.lock_timeout = lock_timeout
         self._states: dict[Scope, _ScopeState] = {}
         self._states_guard = threading.Lock()
@@ -149,6 +151,9 @@ class JsonStore:
             if step.is_symlink():
                 raise StorageError(f"{step} is a symbolic link; memory is never read or written through one")
         return steps[-1]
+
+    def close(self) -> None:
+        """Nothing to release: every file is closed after each operation."""
 
     def check_ready(self) -> None:
         # A data directory not created yet is ready: the first add creates it.

@@ -71,9 +71,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
+from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
-from memory_mcp.models import MemoryDocument, Page, utc_now
+from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
 

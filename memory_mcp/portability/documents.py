@@ -1,4 +1,5 @@
-"""Export and import documents: building them, validating them whole, and merging them in.
+"""The export document: building it from a scope, validating one whole (or a DeerFlow memory.json),
+and writing it in, merged or replacing.
 
 Import validates everything before anything is written, so a bad document changes nothing.
 """
@@ -11,18 +12,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memory_mcp.clock import utc_now
 from memory_mcp.errors import InvalidInput
 from memory_mcp.facts import current, normalise
 from memory_mcp.models import (
     EXPORT_FORMAT,
+    HISTORY_SECTION_NAMES,
+    USER_SECTION_NAMES,
     ExportDocument,
+    ImportResult,
     MemoryDocument,
     Page,
+    ScopeExport,
     Section,
 )
-
-USER_SECTIONS = ("workContext", "personalContext", "topOfMind")
-HISTORY_SECTIONS = ("recentMonths", "earlierContext", "longTermBackground")
+from memory_mcp.store import MemoryStore, Scope
 
 
 @dataclass
@@ -99,8 +103,8 @@ def merge_documents(existing: MemoryDocument, incoming: MemoryDocument) -> tuple
         mine.lastVisit = max(mine.lastVisit, state.lastVisit)
     merged = existing.model_copy(
         update={
-            "user": _fill_empty(existing.user, incoming.user, USER_SECTIONS),
-            "history": _fill_empty(existing.history, incoming.history, HISTORY_SECTIONS),
+            "user": _fill_empty(existing.user, incoming.user, USER_SECTION_NAMES),
+            "history": _fill_empty(existing.history, incoming.history, HISTORY_SECTION_NAMES),
             "facts": facts,
             "assistantKnowledge": knowledge,
             "sessions": sessions,
@@ -136,3 +140,58 @@ def _validated(model: type[Any], data: dict[str, Any], what: str) -> Any:
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         message = error["msg"].removeprefix("Value error, ")
         raise InvalidInput(f"{what}.{where}: {message}{more}; nothing was imported") from None
+
+
+def export_scope(store: MemoryStore, scope: Scope, agents: list[str]) -> ExportDocument:
+    return ExportDocument(
+        exported_at=utc_now(),
+        user_id=scope.user_id,
+        agent_name=scope.agent_name,
+        memory=store.read_document(scope),
+        pages=list(store.read_pages(scope).pages),
+        agents={
+            agent: ScopeExport(
+                memory=store.read_document(Scope(scope.user_id, agent)),
+                pages=list(store.read_pages(Scope(scope.user_id, agent)).pages),
+            )
+            for agent in agents
+        },
+    )
+
+
+def import_scope(
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
+) -> MergeCounts:
+    """Write one scope of an import (the caller erased it first when replacing)."""
+    if replace:
+        store.append_pages(scope, pages)
+        store.write_document(scope, memory)
+        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
+    existing_pages = store.read_pages(scope).pages
+    new_pages, counts = merge_pages(existing_pages, pages)
+    fresh = not existing_pages
+    store.append_pages(scope, new_pages)
+    merged: dict[str, MergeCounts] = {}
+
+    def change(document: MemoryDocument) -> MemoryDocument:
+        updated, merged["facts"] = merge_documents(document, memory)
+        # Into an empty scope the pages keep their order, so what was analysed stays analysed.
+        return updated.model_copy(update={"analysis": memory.analysis}) if fresh else updated
+
+    store.update_document(scope, change)
+    counts.facts_added, counts.facts_skipped = merged["facts"].facts_added, merged["facts"].facts_skipped
+    return counts
+
+
+def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> ImportResult:
+    return ImportResult(
+        user_id=document.user_id,
+        agent_name=document.agent_name,
+        mode=mode,  # type: ignore[arg-type]
+        pages_added=counts.pages_added,
+        pages_skipped=counts.pages_skipped,
+        facts_added=counts.facts_added,
+        facts_skipped=counts.facts_skipped,
+        agents=sorted(document.agents),
+        message=f"Imported {counts.pages_added} exchanges and {counts.facts_added} facts ({mode}).",
+    )

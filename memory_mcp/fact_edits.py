@@ -1,33 +1,28 @@
-"""What users do with their own memory: look through facts, correct them, export and import.
+"""What people do to a user's facts: look through them, add, correct and delete them.
 
 Functions over the store for one scope; MemoryService resolves the scope and calls them.
 """
 
 from __future__ import annotations
 
-from memory_mcp.analysis import analyze
+from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.facts import cap, current, find_current_duplicate, new_fact_id, retire
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
-    ExportDocument,
     Fact,
     FactChangeResult,
     FactsResult,
-    ImportResult,
     MemoryDocument,
-    Page,
-    ScopeExport,
     ScoredFact,
     SearchFactsRequest,
     UpdateFactRequest,
-    utc_now,
 )
 from memory_mcp.retrieval import rank_by_similarity_and_confidence
 from memory_mcp.store import MemoryStore, Scope
-from memory_mcp.transfer import MergeCounts, merge_documents, merge_pages
+from memory_mcp.terms import index_terms
 
 
 def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, settings: Settings) -> FactsResult:
@@ -46,8 +41,8 @@ def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, 
     )
     if request.query.strip():
         # A search names what it is after: facts sharing no word with it are not results.
-        about = set(analyze(request.query))
-        ranked = [(i, score) for i, score in ranked if about & set(analyze(facts[i].content))]
+        about = set(index_terms(request.query))
+        ranked = [(i, score) for i, score in ranked if about & set(index_terms(facts[i].content))]
     found = [ScoredFact(**facts[i].model_dump(), score=round(score, 4)) for i, score in ranked]
     return FactsResult(
         user_id=scope.user_id, agent_name=scope.agent_name, facts=found[: request.limit], total=len(found)
@@ -131,61 +126,6 @@ def delete_fact(store: MemoryStore, scope: Scope, request: DeleteFactRequest) ->
 
     store.update_document(scope, change, create=False)
     return _changed(scope, "deleted", removed["fact"], "Fact deleted, with any versions it superseded.")
-
-
-def export_scope(store: MemoryStore, scope: Scope, agents: list[str]) -> ExportDocument:
-    return ExportDocument(
-        exported_at=utc_now(),
-        user_id=scope.user_id,
-        agent_name=scope.agent_name,
-        memory=store.read_document(scope),
-        pages=list(store.read_pages(scope).pages),
-        agents={
-            agent: ScopeExport(
-                memory=store.read_document(Scope(scope.user_id, agent)),
-                pages=list(store.read_pages(Scope(scope.user_id, agent)).pages),
-            )
-            for agent in agents
-        },
-    )
-
-
-def import_scope(
-    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
-) -> MergeCounts:
-    """Write one scope of an import (the caller erased it first when replacing)."""
-    if replace:
-        store.append_pages(scope, pages)
-        store.write_document(scope, memory)
-        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
-    existing_pages = store.read_pages(scope).pages
-    new_pages, counts = merge_pages(existing_pages, pages)
-    fresh = not existing_pages
-    store.append_pages(scope, new_pages)
-    merged: dict[str, MergeCounts] = {}
-
-    def change(document: MemoryDocument) -> MemoryDocument:
-        updated, merged["facts"] = merge_documents(document, memory)
-        # Into an empty scope the pages keep their order, so what was analysed stays analysed.
-        return updated.model_copy(update={"analysis": memory.analysis}) if fresh else updated
-
-    store.update_document(scope, change)
-    counts.facts_added, counts.facts_skipped = merged["facts"].facts_added, merged["facts"].facts_skipped
-    return counts
-
-
-def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> ImportResult:
-    return ImportResult(
-        user_id=document.user_id,
-        agent_name=document.agent_name,
-        mode=mode,  # type: ignore[arg-type]
-        pages_added=counts.pages_added,
-        pages_skipped=counts.pages_skipped,
-        facts_added=counts.facts_added,
-        facts_skipped=counts.facts_skipped,
-        agents=sorted(document.agents),
-        message=f"Imported {counts.pages_added} exchanges and {counts.facts_added} facts ({mode}).",
-    )
 
 
 def _holding_fact(document: MemoryDocument, fact_id: str) -> Fact:

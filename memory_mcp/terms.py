@@ -55,7 +55,7 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-def analyze(text: str) -> list[str]:
+def index_terms(text: str) -> list[str]:
     """Index terms of `text`: tokens without English function words, stemmed."""
     return [_stem(token) for token in tokenize(text) if token not in STOPWORDS]
 

@@ -13,13 +13,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
-from pydantic import BaseModel
-
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, StorageError
-from memory_mcp.models import MemoryDocument, Page
-from memory_mcp.service import open_store
-from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.models import MemoryDocument, MigrationReport, Page, ScopeMigration
+from memory_mcp.store import MemoryStore, Scope, open_store
 
 Backend = Literal["json", "postgres"]
 # One append is one statement on PostgreSQL: keep it far from the 1 GB message limit and well
@@ -27,27 +24,6 @@ Backend = Literal["json", "postgres"]
 BATCH_PAGES = 1000
 BATCH_CHARS = 8_000_000
 RESUME_HINT = "run the same command again with --resume to continue where it stopped"
-
-
-class ScopeMigration(BaseModel):
-    """One user's (or agent's) memory as it stands in both stores once verified."""
-
-    user_id: str
-    agent_name: str | None
-    pages: int
-    pages_copied: int  # fewer than `pages` when a resumed run found some already there
-    facts: int  # superseded ones included
-
-
-class MigrationReport(BaseModel):
-    """What `memory-mcp migrate` prints: every scope, and the totals a person checks first."""
-
-    status: Literal["success"] = "success"
-    scopes: list[ScopeMigration]
-    pages: int
-    pages_copied: int
-    facts: int
-    message: str
 
 
 def backend_settings(settings: Settings, backend: Backend) -> Settings:
@@ -74,7 +50,9 @@ def open_backend(settings: Settings) -> Iterator[MemoryStore]:
             close()
 
 
-def migrate(source: MemoryStore, target: MemoryStore, reread: MemoryStore, *, resume: bool = False) -> MigrationReport:
+def copy_memory(
+    source: MemoryStore, target: MemoryStore, reread: MemoryStore, *, resume: bool = False
+) -> MigrationReport:
     """Copy every scope of `source` into `target`, then check through `reread` (a second instance
     over the target, so what is compared is what was stored, not what `target` cached) that each
     scope's pages and document equal the source's.

@@ -15,20 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memory_mcp.clock import normalise_timestamp, utc_now
 from memory_mcp.errors import InvalidInput
-from memory_mcp.facts import new_fact_id, normalise
-from memory_mcp.ids import new_id, validate_identifier
-from memory_mcp.models import (
-    AnalysisProgress,
-    ExportDocument,
-    Fact,
-    KnowledgeEntry,
-    MemoryDocument,
-    Page,
-    Section,
-    normalise_timestamp,
-    utc_now,
-)
+from memory_mcp.facts import new_fact_id, new_knowledge_id, normalise
+from memory_mcp.ids import validate_identifier
+from memory_mcp.models import AnalysisProgress, ExportDocument, Fact, KnowledgeEntry, MemoryDocument, Page, Section
 
 IMPORTED_CONFIDENCE = 0.9
 
@@ -133,7 +124,7 @@ def _facts(entries: list[Any]) -> list[Fact]:
 
 def _knowledge(entries: list[Any]) -> list[KnowledgeEntry]:
     return [
-        KnowledgeEntry(id=new_id("know"), content=text, createdAt=created, source="memoryos")
+        KnowledgeEntry(id=new_knowledge_id(), content=text, createdAt=created, source="memoryos")
         for text, created in _knowledge_texts(entries)
     ]
 

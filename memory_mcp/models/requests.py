@@ -1,0 +1,335 @@
+"""What each tool accepts: one model per tool, the one source of its parameters.
+
+A model's fields are the tool's parameters, in order, with their descriptions, defaults and
+bounds: the MCP server publishes each model's JSON schema as the tool's input schema and
+validates calls with the same model, so the two cannot drift. `build` turns any breach into one
+InvalidInput that names the field and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Self, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from memory_mcp.clock import TIMESTAMP_RULE, normalise_timestamp
+from memory_mcp.errors import InvalidInput
+from memory_mcp.ids import IDENTIFIER_RULE, validate_identifier
+from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostMemory, ProposedFact, SectionName
+
+MAX_META_DATA_DEPTH = 32
+MAX_QUERY_CHARS = 20_000
+MAX_SECTION_CHARS = 4000
+MAX_HOST_FACTS = 50
+MAX_THREAD_ID_CHARS = 256
+# Published with each id, so a host sees the rule; "" is accepted too (it means "not given").
+_ID_PATTERN = {"pattern": "^[A-Za-z0-9_-]{0,64}$"}
+
+
+def _absent_if_empty(value: object) -> object:
+    # Host models often send "" for optional fields they mean to leave out.
+    return None if value == "" else value
+
+
+def _identifier(value: str | None, info: ValidationInfo) -> str | None:
+    return value if not value else validate_identifier(info.field_name or "id", value)
+
+
+def _identifier_field(description: str) -> Any:
+    """An optional id: "" counts as not given; otherwise it must match the rule."""
+    return Annotated[
+        str | None,
+        BeforeValidator(_absent_if_empty),
+        AfterValidator(_identifier),
+        Field(description=description, json_schema_extra=_ID_PATTERN),
+    ]
+
+
+UserId = _identifier_field(
+    f"Whose memory. Omit or leave empty for the configured default user; else {IDENTIFIER_RULE}."
+)
+AgentName = _identifier_field(f"Keep this agent's memory apart from the user's shared memory; {IDENTIFIER_RULE}.")
+FactId = Annotated[str, Field(min_length=1, max_length=64, description="The fact's id, from search_facts.")]
+Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+
+
+class ToolRequest(BaseModel):
+    """Shared rules: unknown fields are errors, and text must be storable (valid Unicode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def build(cls, **fields: Any) -> Self:
+        """Validate tool arguments; any breach becomes one InvalidInput that names the field."""
+        return parse_request(cls, **fields)
+
+    @model_validator(mode="after")
+    def _encodable(self) -> Self:
+        """An unpaired surrogate cannot be stored as UTF-8."""
+        for name, value in self:
+            where = _unencodable(value)
+            if where is not None:
+                raise ValueError(f"{name}{where} holds an unpaired surrogate: text must be valid Unicode")
+        return self
+
+
+class AddMemoryRequest(ToolRequest):
+    user_input: str = Field(description="What the user said, verbatim.")
+    agent_response: str = Field(description="What you (the assistant) answered, verbatim.")
+    timestamp: Annotated[str | None, BeforeValidator(_absent_if_empty)] = Field(
+        None, description=f"When it was said: {TIMESTAMP_RULE}. Omit for now."
+    )
+    meta_data: dict[str, Any] | None = Field(
+        None, description="Any JSON object to keep with the exchange, returned as given."
+    )
+    user_id: UserId = None
+    agent_name: AgentName = None
+    thread_id: Annotated[str | None, BeforeValidator(_absent_if_empty)] = Field(
+        None,
+        description="The conversation this exchange belongs to, if the host has one.",
+        json_schema_extra={"maxLength": MAX_THREAD_ID_CHARS},
+    )
+    facts: list[ProposedFact] | None = Field(
+        None,
+        max_length=MAX_HOST_FACTS,
+        description="What you learned about the user from this exchange, one short self-contained statement "
+        "per fact, in the user's language. confidence: 0.9-1.0 stated outright, 0.7-0.89 strongly implied "
+        "(lower is not kept). category correction (with sourceError) when the user corrected you. `replaces`: "
+        "the id of a current fact (from search_facts or get_user_profile) that this one supersedes.",
+    )
+    profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
+        None,
+        description="Profile sections this exchange changes, each mapped to its whole new summary about the "
+        "user: workContext, personalContext, topOfMind, recentMonths, earlierContext, longTermBackground.",
+    )
+
+    @property
+    def host_memory(self) -> HostMemory | None:
+        """What the host model sent along with the exchange, if anything."""
+        if not self.facts and not self.profile:
+            return None
+        profile = {name: summary.strip() for name, summary in (self.profile or {}).items() if summary.strip()}
+        return HostMemory(facts=self.facts or [], profile=profile)
+
+    @field_validator("timestamp")
+    @classmethod
+    def _normalise_timestamp(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_timestamp(value)
+
+    @field_validator("thread_id")
+    @classmethod
+    def _check_thread_id(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > MAX_THREAD_ID_CHARS or not value.isprintable()):
+            raise ValueError(f"thread_id must be 1-{MAX_THREAD_ID_CHARS} printable characters")
+        return value
+
+    @field_validator("meta_data")
+    @classmethod
+    def _check_meta_data(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            if _nesting_depth(value) > MAX_META_DATA_DEPTH:
+                raise ValueError(f"meta_data may nest at most {MAX_META_DATA_DEPTH} levels deep")
+            _reject_non_finite(value)
+        return value
+
+
+class RetrieveMemoryRequest(ToolRequest):
+    query: Query = Field(description="What to recall: usually the user's latest message.")
+    relationship_with_user: str = Field(
+        "",
+        max_length=200,
+        description="Your relationship with the user (friend, assistant, colleague...); omit for none.",
+    )
+    style_hint: str = Field("", max_length=1000, description="How you intend to answer; echoed back for your prompt.")
+    max_results: int = Field(10, ge=1, le=100, description="How many older exchanges to return (1-100).")
+    user_id: UserId = None
+    agent_name: AgentName = None
+    max_tokens: int | None = Field(
+        None, ge=100, le=8000, description="Token budget of `context` (100-8000); omit for the configured default."
+    )
+    current_context: Query = Field(
+        "", description="The last few turns of the current conversation, to rank facts by what is discussed."
+    )
+    include_archived: bool = Field(False, description="Also search old sessions archived from everyday retrieval.")
+
+
+class ProfileRequest(ToolRequest):
+    include_knowledge: bool = Field(True, description="Include the facts known about the user.")
+    include_assistant_knowledge: bool = Field(
+        False, description="Include what the assistant itself said or did that it should stay consistent with."
+    )
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class FlushRequest(ToolRequest):
+    user_id: UserId = None
+    agent_name: AgentName = None
+    retry_failed: bool = Field(
+        False, description="Also try again the exchanges set aside after repeated unusable LLM replies."
+    )
+
+
+class SearchFactsRequest(ToolRequest):
+    query: Query = Field("", description="Words to look for; empty lists facts by confidence.")
+    category: FactCategory | None = Field(None, description="Only facts of this category.")
+    limit: int = Field(20, ge=1, le=500, description="Most facts to return (1-500).")
+    include_superseded: bool = Field(
+        False, description="Also list facts that were replaced or withdrawn (with validTo, supersededBy)."
+    )
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class AddFactRequest(ToolRequest):
+    content: str = Field(
+        min_length=1, max_length=MAX_FACT_CHARS, description="The fact, as a short self-contained statement."
+    )
+    category: FactCategory = Field("context", description="What kind of fact it is.")
+    confidence: float = Field(0.9, ge=0, le=1, description="How sure it is, 0-1.")
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value.strip()
+
+
+class UpdateFactRequest(ToolRequest):
+    fact_id: FactId
+    content: str | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording; omit to keep.")
+    category: FactCategory | None = Field(None, description="New category; omit to keep.")
+    confidence: float | None = Field(None, ge=0, le=1, description="New confidence 0-1; omit to keep.")
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class DeleteFactRequest(ToolRequest):
+    fact_id: FactId
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class ForgetRequest(ToolRequest):
+    user_id: Annotated[str, AfterValidator(_identifier)] = Field(
+        description=f"The user whose memory to erase; {IDENTIFIER_RULE}.", json_schema_extra=_ID_PATTERN
+    )
+    confirm: str = Field(description="Must repeat the user_id exactly, as a safeguard.")
+    agent_name: AgentName = Field(
+        None, description="Erase only this agent's memory; omit to erase the user's and all agents'."
+    )
+
+
+class ExportRequest(ToolRequest):
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class ImportRequest(ToolRequest):
+    data: dict[str, Any] = Field(description="A document from export_memory, or a DeerFlow memory.json object.")
+    mode: Literal["merge", "replace"] = Field(
+        "merge", description="merge: add what is new; replace: erase the user's memory first."
+    )
+    user_id: UserId = Field(None, description="Import into this user instead of the one named in the document.")
+
+
+class StatusRequest(ToolRequest):
+    """memory_status takes no arguments."""
+
+
+class ContextRequest(ToolRequest):
+    """The memory_context prompt's arguments (prompt arguments are strings)."""
+
+    query: Query = Field(description="What the conversation is about: usually the user's latest message.")
+    user_id: UserId = None
+    agent_name: AgentName = None
+    max_tokens: Annotated[str, StringConstraints(strip_whitespace=True)] = Field(
+        "", description="Token budget (100-8000); empty for the default."
+    )
+
+    def as_retrieval(self) -> RetrieveMemoryRequest:
+        return RetrieveMemoryRequest.build(
+            query=self.query, user_id=self.user_id, agent_name=self.agent_name, max_tokens=self.max_tokens or None
+        )
+
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+
+
+def parse_request(model: type[RequestT], **fields: Any) -> RequestT:
+    """Validate tool arguments, turning pydantic's report into one InvalidInput naming the field."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = _field_path(error["loc"])
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(message if not field or message.startswith(field) else f"{field}: {message}")
+        raise InvalidInput("; ".join(problems)) from None
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    """A field as a reader writes it: facts[2].confidence."""
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
+
+
+def _unencodable(value: Any) -> str | None:
+    """Where in `value` a string cannot be encoded as UTF-8 ("" for the value itself), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(item, dict):
+            stack.extend((key, f"{where} key") for key in item)
+            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+        elif isinstance(item, BaseModel):
+            stack.extend((child, f"{where}.{key}") for key, child in item)
+    return None
+
+
+def _nesting_depth(value: Any) -> int:
+    """Depth of nested objects and arrays, measured without recursion (hostile input can be deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        deepest = max(deepest, depth)
+        if deepest > MAX_META_DATA_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _reject_non_finite(value: Any) -> None:
+    """meta_data is stored as strict JSON, which has no NaN or Infinity."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError("meta_data must be plain JSON: NaN and Infinity are not allowed") from None
+    except TypeError as exc:
+        raise ValueError(f"meta_data must be plain JSON ({exc})") from None

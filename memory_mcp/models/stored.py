@@ -1,0 +1,215 @@
+"""What is stored: exchanges (pages), the memory document, and what proposes changes to it.
+
+The document keeps DeerFlow's memory.json field names (camelCase), so files written by either
+system read the same.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SCHEMA_VERSION = "1.0"
+FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
+UserSectionName = Literal["workContext", "personalContext", "topOfMind"]
+HistorySectionName = Literal["recentMonths", "earlierContext", "longTermBackground"]
+SectionName = Literal[UserSectionName, HistorySectionName]
+USER_SECTION_NAMES: tuple[str, ...] = get_args(UserSectionName)
+HISTORY_SECTION_NAMES: tuple[str, ...] = get_args(HistorySectionName)
+MAX_FACT_CHARS = 2000
+FACT_ID_PATTERN = r"^fact_[0-9a-f]{8}$"
+
+
+class Page(BaseModel):
+    """One exchange, stored verbatim: what the user said and what the agent answered."""
+
+    page_id: str
+    user_input: str
+    agent_response: str
+    timestamp: str
+    meta_data: dict[str, Any] | None = None
+    thread_id: str | None = None
+
+
+FactText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+
+
+class ProposedFact(BaseModel):
+    """A fact someone proposes to remember (the host model, or the server's updater), before the
+    rules decide whether it enters memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: FactText = Field(description="One short, self-contained statement, in the user's language.")
+    category: FactCategory
+    confidence: float = Field(ge=0, le=1, description="0.9-1.0 stated outright; 0.7-0.89 strongly implied.")
+    sourceError: str | None = Field(
+        None, max_length=MAX_FACT_CHARS, description="For a correction: the mistaken belief or action to avoid."
+    )
+    replaces: str | None = Field(
+        None, pattern=FACT_ID_PATTERN, description="Id of a current fact this one supersedes (kept as history)."
+    )
+
+
+class HostMemory(BaseModel):
+    """What the host model learned from one exchange, stored with the exchange itself so that the
+    page and what it taught are written as one record; applied to memory.json right after."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[ProposedFact] = Field(default_factory=list)
+    profile: dict[SectionName, str] = Field(default_factory=dict)
+
+
+class StoredPage(Page):
+    """A page as the log keeps it. Tool results carry the plain `Page` fields only."""
+
+    host_memory: HostMemory | None = None
+
+    def record(self) -> str:
+        """The page as one log record; without host memory when it carries none (the usual case)."""
+        return self.model_dump_json(exclude=None if self.host_memory is not None else {"host_memory"})
+
+
+class Section(BaseModel):
+    """One profile section: a short summary the updater rewrites as it learns."""
+
+    model_config = ConfigDict(extra="allow")
+
+    summary: str = ""
+    updatedAt: str = ""
+
+
+class UserSections(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    workContext: Section = Field(default_factory=Section)
+    personalContext: Section = Field(default_factory=Section)
+    topOfMind: Section = Field(default_factory=Section)
+
+
+class HistorySections(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    recentMonths: Section = Field(default_factory=Section)
+    earlierContext: Section = Field(default_factory=Section)
+    longTermBackground: Section = Field(default_factory=Section)
+
+
+class Fact(BaseModel):
+    """A discrete thing known about the user, with how sure we are of it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    content: str
+    category: FactCategory = "context"
+    confidence: float = Field(ge=0, le=1)
+    createdAt: str = ""
+    source: str = "unknown"
+    sourceError: str | None = None
+    validTo: str | None = Field(None, description="When it stopped holding; absent while it holds.")
+    supersededBy: str | None = Field(None, description="The fact that replaced it, if one did.")
+
+
+class KnowledgeEntry(BaseModel):
+    """Something the assistant stated or did that it should stay consistent with."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    content: str
+    confidence: float = Field(1.0, ge=0, le=1)
+    createdAt: str = ""
+    source: str = "unknown"
+
+
+class FailingBatch(BaseModel):
+    """A batch of a thread whose LLM replies could not be used, counted so that it is not retried for ever."""
+
+    model_config = ConfigDict(extra="allow")
+
+    firstPageId: str
+    attempts: int = Field(1, ge=1)
+    reason: str = ""
+    at: str = ""
+
+
+class SetAsideBatch(BaseModel):
+    """Exchanges the updater gave up on: still stored, searched and exported, but not analysed
+    again until someone asks (flush_memory with retry_failed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    thread: str = ""
+    pageIds: list[str]
+    reason: str
+    at: str
+    attempts: int = Field(1, ge=1)
+
+
+class AnalysisProgress(BaseModel):
+    """How far the updater has read the page log, so that a restart resumes instead of losing work.
+
+    Page numbers are positions in the append-only log. A page is analysed when its number is below
+    `allBefore`, or below the entry of its thread in `threads` (thread "" = pages without one).
+    Entries at or below `allBefore` are dropped, so the map stays small however many threads pass.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    allBefore: int = Field(0, ge=0)
+    threads: dict[str, int] = Field(default_factory=dict)
+    hostBefore: int = Field(
+        0, ge=0, description="Pages below this have had their host_memory applied (0: the host never sent any)."
+    )
+    failing: dict[str, FailingBatch] = Field(
+        default_factory=dict, description="Per thread: the batch whose replies keep being unusable."
+    )
+    setAside: list[SetAsideBatch] = Field(
+        default_factory=list, description="Batches given up on after memory.max_batch_attempts unusable replies."
+    )
+
+    def set_aside_pages(self) -> int:
+        return sum(len(batch.pageIds) for batch in self.setAside)
+
+
+class SessionState(BaseModel):
+    """What is kept about one mid-term session (a thread, or a day of thread-less exchanges).
+
+    Its size is not stored: it is counted from the page log. `counted` is the size at the last
+    consolidation, since heat counts only the exchanges after it (MemoryOS resets them).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    visits: int = Field(0, ge=0)
+    lastVisit: str = ""
+    counted: int = Field(0, ge=0)
+    archived: bool = False
+    summary: str = ""
+    keywords: list[str] = Field(default_factory=list)
+
+
+class MemoryDocument(BaseModel):
+    """memory.json: the structured memory of one user (or one user's agent).
+
+    Unknown fields are kept as they are, so a newer writer's additions survive an older reader.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    version: str = SCHEMA_VERSION
+    lastUpdated: str = ""
+    user: UserSections = Field(default_factory=UserSections)
+    history: HistorySections = Field(default_factory=HistorySections)
+    facts: list[Fact] = Field(default_factory=list)
+    assistantKnowledge: list[KnowledgeEntry] = Field(default_factory=list)
+    analysis: AnalysisProgress = Field(default_factory=AnalysisProgress)
+    sessions: dict[str, SessionState] = Field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        sections = [*self.user.__dict__.values(), *self.history.__dict__.values()]
+        holding = [fact for fact in self.facts if fact.validTo is None]
+        return not holding and not self.assistantKnowledge and not any(s.summary for s in sections)
