@@ -55,6 +55,7 @@ from memory_mcp.store.durable import (
     remove_tree,
     rename_durably,
 )
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,12 @@ def identifier_of(name: str) -> str | None:
     return identifier if directory_name(identifier) == name else None
 
 
-@dataclass
-class _LogCache:
-    """What this process has read of one page log."""
+@dataclass(kw_only=True)
+class _LogCache(CachedLog):
+    """What this process has read of one page log (`end`: bytes consumed, just past a newline)."""
 
     identity: tuple[int, bytes]  # (inode, first record)
     generation: int = field(default_factory=lambda: next(_generations))
-    pages: list[Page] = field(default_factory=list)
-    offset: int = 0  # bytes consumed: always just past a newline
     lines: int = 0
     unfinished_reported_at: int = -1
 
@@ -132,8 +131,7 @@ class JsonStore:
         self.root = root
         self.location = str(root)
         self.lock_timeout = lock_timeout
-        self._states: dict[Scope, _ScopeState] = {}
-        self._states_guard = threading.Lock()
+        self._states = ScopeStates(self._new_state)
         self._tidy()
 
     # --- layout ---------------------------------------------------------------------------
@@ -183,7 +181,7 @@ class JsonStore:
         if not pages:
             return
         records = b"".join((page_record(page) + "\n").encode("utf-8") for page in pages)
-        state = self._state(scope)
+        state = self._states.get(scope)
         directory = self.scope_dir(scope)
         path = directory / PAGES_FILE
         with (
@@ -194,13 +192,14 @@ class JsonStore:
             ensure_directory(directory)  # an add is the one write that may begin a user's memory
             size_before = append_records(path, records)
             cache = state.log
-            # Extend the cache in place only if it had read exactly up to where these went.
-            if cache is not None and cache.offset == size_before and cache.identity[0] == path.stat().st_ino:
+            if (
+                cache is not None
+                and cache.identity[0] == path.stat().st_ino
+                and cache.extend_if_at(size_before, pages, size_before + len(records))
+            ):
+                cache.lines += len(pages)
                 if size_before == 0:
                     cache.identity = (cache.identity[0], records[: records.index(b"\n") + 1])
-                cache.pages.extend(pages)
-                cache.offset += len(records)
-                cache.lines += len(pages)
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
@@ -212,7 +211,7 @@ class JsonStore:
         tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{secrets.token_hex(4)}")
         with _os_errors(f"erase the memory of {scope.describe()}"), contextlib.ExitStack() as held:
             for each in sorted(affected, key=Scope.describe):
-                state = self._state(each)
+                state = self._states.get(each)
                 held.enter_context(state.document_lock)
                 held.enter_context(self._holding(state.document_file_lock, each))
                 held.enter_context(state.log_lock)
@@ -220,16 +219,13 @@ class JsonStore:
             if not directory.is_dir():
                 return
             rename_durably(directory, tombstone)
-            with self._states_guard:
-                for known in list(self._states):
-                    if known in affected:
-                        known_state = self._states[known]
-                        known_state.log = known_state.document = None
+            for known in self._states.erased(scope):
+                known.log = known.document = None
         with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
             remove_tree(tombstone)
 
     def read_pages(self, scope: Scope) -> PageLog:
-        state = self._state(scope)
+        state = self._states.get(scope)
         path = self.scope_dir(scope) / PAGES_FILE
         with _os_errors(f"read the pages of {scope.describe()}"), state.log_lock:
             try:
@@ -246,9 +242,9 @@ class JsonStore:
         size = os.fstat(fd).st_size
         identity = (os.fstat(fd).st_ino, _first_record(fd))
         cache = state.log
-        if cache is None or cache.identity[0] != identity[0] or size < cache.offset or not _same_start(cache, identity):
+        if cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
             cache = state.log = _LogCache(identity=identity)
-        if size <= cache.offset:
+        if size <= cache.end:
             return
         with contextlib.ExitStack() as held:
             try:
@@ -261,7 +257,7 @@ class JsonStore:
         """Parse what was appended since the last read, reading only those bytes. Called holding
         the file lock (when it can be had), so an unterminated last line is an interrupted write."""
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size - cache.offset, cache.offset)
+        data = os.pread(fd, size - cache.end, cache.end)
         complete_end = data.rfind(b"\n") + 1
         new_pages = []
         for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
@@ -272,20 +268,20 @@ class JsonStore:
                     f"{path} line {number} is not a valid page record; the file was left untouched "
                     "(fix or remove that line)"
                 ) from None
-        if cache.offset == 0 and complete_end:
+        if cache.end == 0 and complete_end:
             cache.identity = (cache.identity[0], data[: data.index(b"\n") + 1])
         cache.pages.extend(new_pages)
         cache.lines += len(new_pages)
-        cache.offset += complete_end
+        cache.end += complete_end
         unfinished = len(data) - complete_end
-        if unfinished and cache.unfinished_reported_at != cache.offset:
-            cache.unfinished_reported_at = cache.offset
+        if unfinished and cache.unfinished_reported_at != cache.end:
+            cache.unfinished_reported_at = cache.end
             log.warning("%s ends with %d bytes of an interrupted write; ignoring them", path, unfinished)
 
     # --- structured memory ----------------------------------------------------------------
 
     def read_document(self, scope: Scope) -> MemoryDocument:
-        state = self._state(scope)
+        state = self._states.get(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
         with _os_errors(f"read the memory of {scope.describe()}"), state.document_lock:
             return self._current_document(state, path)
@@ -301,7 +297,7 @@ class JsonStore:
         create: bool = True,
         log_generation: int | None = None,
     ) -> MemoryDocument:
-        state = self._state(scope)
+        state = self._states.get(scope)
         directory = self.scope_dir(scope)
         path = directory / MEMORY_FILE
         with (
@@ -331,9 +327,9 @@ class JsonStore:
 
     @contextmanager
     def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> Iterator[bool]:
-        state = self._state(scope)
+        state = self._states.get(scope)
         deadline = time.monotonic() + wait
-        acquired = state.update_guard.acquire(timeout=wait) if wait > 0 else state.update_guard.acquire(blocking=False)
+        acquired = acquire(state.update_guard, wait)
         if not acquired:
             yield False
             return
@@ -378,24 +374,19 @@ class JsonStore:
 
     # --- locking --------------------------------------------------------------------------
 
-    def _state(self, scope: Scope) -> _ScopeState:
-        with self._states_guard:
-            state = self._states.get(scope)
-            if state is None:
-                name = directory_name(validate_identifier("user_id", scope.user_id))
-                if scope.agent_name is not None:
-                    name += "@" + directory_name(validate_identifier("agent_name", scope.agent_name))
-                locks = self.root / LOCKS_DIR
-                state = _ScopeState(
-                    log_lock=threading.Lock(),
-                    log_file_lock=FileLock(locks / f"{name}.log.lock", mode=FILE_MODE, thread_local=False),
-                    document_lock=threading.Lock(),
-                    document_file_lock=FileLock(locks / f"{name}.doc.lock", mode=FILE_MODE, thread_local=False),
-                    update_guard=threading.Lock(),
-                    update_file_lock=FileLock(locks / f"{name}.update.lock", mode=FILE_MODE, thread_local=False),
-                )
-                self._states[scope] = state
-            return state
+    def _new_state(self, scope: Scope) -> _ScopeState:
+        name = directory_name(validate_identifier("user_id", scope.user_id))
+        if scope.agent_name is not None:
+            name += "@" + directory_name(validate_identifier("agent_name", scope.agent_name))
+        locks = self.root / LOCKS_DIR
+        return _ScopeState(
+            log_lock=threading.Lock(),
+            log_file_lock=FileLock(locks / f"{name}.log.lock", mode=FILE_MODE, thread_local=False),
+            document_lock=threading.Lock(),
+            document_file_lock=FileLock(locks / f"{name}.doc.lock", mode=FILE_MODE, thread_local=False),
+            update_guard=threading.Lock(),
+            update_file_lock=FileLock(locks / f"{name}.update.lock", mode=FILE_MODE, thread_local=False),
+        )
 
     @contextmanager
     def _holding(self, file_lock: FileLock, scope: Scope) -> Iterator[None]:

@@ -77,6 +77,7 @@ from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import PageLog, Scope, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +151,6 @@ _QUERIES = {
 
 
 @dataclass
-class _LogCache:
-    generation: int
-    pages: list[Page] = field(default_factory=list)
-    next_position: int = 0  # one past the highest position read
-
-
-@dataclass
 class _DocumentCache:
     version: int
     document: MemoryDocument
@@ -167,7 +161,8 @@ class _ScopeState:
     log_lock: threading.Lock = field(default_factory=threading.Lock)
     document_lock: threading.Lock = field(default_factory=threading.Lock)  # guards `document`
     update_lock: threading.Lock = field(default_factory=threading.Lock)  # one update_document at a time here
-    log: _LogCache | None = None
+    update_guard: threading.Lock = field(default_factory=threading.Lock)  # the updater's turn, in this process
+    log: CachedLog | None = None  # `end`: one past the highest position read
     document: _DocumentCache | None = None
 
 
@@ -220,9 +215,7 @@ class PostgresStore:
         self._statement_timeout_ms = max(1, round(statement_timeout * 1000))
         self._lock_timeout_ms = max(1, round(lock_timeout * 1000))
         self._pool_timeout = pool_timeout
-        self._states: dict[Scope, _ScopeState] = {}
-        self._update_guards: dict[Scope, threading.Lock] = {}
-        self._states_guard = threading.Lock()
+        self._states = ScopeStates(lambda _scope: _ScopeState())
 
         with self._connect(f"connect to PostgreSQL at {self.location}") as conn:
             try:
@@ -350,26 +343,24 @@ class PostgresStore:
         if result is None:
             return
         generation, page_count = result
-        state = self._state(scope)
+        state = self._states.get(scope)
         with state.log_lock:
             cache = state.log
-            # Extend the cache in place only if it had read exactly up to where these went.
-            if cache is not None and cache.generation == generation and cache.next_position == page_count - len(pages):
-                cache.pages.extend(pages)
-                cache.next_position = page_count
+            if cache is not None and cache.generation == generation:
+                cache.extend_if_at(page_count - len(pages), pages, page_count)
 
     def read_pages(self, scope: Scope) -> PageLog:
         _key(scope)
-        state = self._state(scope)
+        state = self._states.get(scope)
         with state.log_lock:
             cache = state.log
-            after = cache.next_position if cache is not None else 0
+            after = cache.end if cache is not None else 0
             rows = self._run(
                 f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, after)
             )
             if not rows:  # nothing stored
                 if cache is None or cache.generation != 0:
-                    cache = state.log = _LogCache(generation=0)
+                    cache = state.log = CachedLog(generation=0)
                 return PageLog(cache.generation, cache.pages)
             generation = rows[0][0]
             if cache is None or cache.generation != generation:
@@ -378,12 +369,12 @@ class PostgresStore:
                         f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, 0)
                     )
                     if not rows:
-                        cache = state.log = _LogCache(generation=0)
+                        cache = state.log = CachedLog(generation=0)
                         return PageLog(cache.generation, cache.pages)
                     generation = rows[0][0]
-                cache = state.log = _LogCache(generation=generation)
+                cache = state.log = CachedLog(generation=generation)
             new_pages = []
-            last = cache.next_position - 1
+            last = cache.end - 1
             for _, position, text in rows:
                 if position is None:
                     continue
@@ -397,7 +388,7 @@ class PostgresStore:
                     ) from None
                 last = position
             cache.pages.extend(new_pages)
-            cache.next_position = last + 1
+            cache.end = last + 1
             return PageLog(cache.generation, cache.pages)
 
     def _log_rows(self, conn: psycopg.Connection, scope: Scope, after: int) -> list[tuple[Any, ...]]:
@@ -411,16 +402,15 @@ class PostgresStore:
         else:
             query, params = self._sql["erase_agent"], [user_id, agent]
         self._run(f"erase the memory of {scope.describe()}", lambda conn, _: conn.execute(query, params))
-        with self._states_guard:
-            for known in list(self._states):
-                if known == scope or (scope.agent_name is None and known.user_id == scope.user_id):
-                    del self._states[known]
+        for known in self._states.erased(scope):
+            with known.log_lock, known.document_lock:
+                known.log = known.document = None
 
     # --- structured memory ----------------------------------------------------------------
 
     def read_document(self, scope: Scope) -> MemoryDocument:
         user_id, agent = _key(scope)
-        state = self._state(scope)
+        state = self._states.get(scope)
 
         def fetch(known: int) -> tuple[Any, ...] | None:
             # No in-process lock is held while waiting for a connection: update_document holds a
@@ -456,7 +446,7 @@ class PostgresStore:
         log_generation: int | None = None,
     ) -> MemoryDocument:
         user_id, agent = _key(scope)
-        state = self._state(scope)
+        state = self._states.get(scope)
         names = {"u": user_id, "a": agent}
 
         def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, MemoryDocument]:
@@ -534,9 +524,9 @@ class PostgresStore:
     @contextmanager
     def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> Iterator[bool]:
         user_id, agent = _key(scope)
-        guard = self._update_guard(scope)
+        guard = self._states.get(scope).update_guard
         deadline = time.monotonic() + wait
-        acquired = guard.acquire(timeout=wait) if wait > 0 else guard.acquire(blocking=False)
+        acquired = acquire(guard, wait)
         if not acquired:
             yield False
             return
@@ -624,21 +614,6 @@ class PostgresStore:
             self._lock_pool.putconn(conn)  # (a broken one is thrown away, not reused)
 
     # --- plumbing -------------------------------------------------------------------------
-
-    def _state(self, scope: Scope) -> _ScopeState:
-        with self._states_guard:
-            state = self._states.get(scope)
-            if state is None:
-                state = self._states[scope] = _ScopeState()
-            return state
-
-    def _update_guard(self, scope: Scope) -> threading.Lock:
-        """Per-scope, and kept through erase (unlike the caches): erase runs while holding it."""
-        with self._states_guard:
-            guard = self._update_guards.get(scope)
-            if guard is None:
-                guard = self._update_guards[scope] = threading.Lock()
-            return guard
 
     def _configure(self, conn: psycopg.Connection) -> None:
         conn.execute(

@@ -1,0 +1,64 @@
+"""What both stores keep in a process for each scope: its state, made on first use; the log read so
+far, grown in place by this process's own appends; and its locks, taken at once or within a bound."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from memory_mcp.models import Page
+from memory_mcp.store import Scope
+
+StateT = TypeVar("StateT")
+
+
+class ScopeStates(Generic[StateT]):
+    """Per-scope state, made on first use and then kept, erase or not: a thread may hold one of
+    its locks while another erases the scope, and both must mean the same lock."""
+
+    def __init__(self, make: Callable[[Scope], StateT]) -> None:
+        self._make = make
+        self._states: dict[Scope, StateT] = {}
+        self._guard = threading.Lock()
+
+    def get(self, scope: Scope) -> StateT:
+        with self._guard:
+            state = self._states.get(scope)
+            if state is None:
+                state = self._states[scope] = self._make(scope)
+            return state
+
+    def erased(self, scope: Scope) -> list[StateT]:
+        """The known states an erase of `scope` touches: its own, and for a user their agents'."""
+        with self._guard:
+            return [
+                state
+                for known, state in self._states.items()
+                if known == scope or (scope.agent_name is None and known.user_id == scope.user_id)
+            ]
+
+
+@dataclass(kw_only=True)
+class CachedLog:
+    """The pages of one scope's log this process has read, and where the next read starts (a byte
+    offset in a file, a position in a table)."""
+
+    generation: int
+    pages: list[Page] = field(default_factory=list)
+    end: int = 0
+
+    def extend_if_at(self, start: int, pages: Sequence[Page], end: int) -> bool:
+        """Take pages this process has just appended from `start` to `end`, if the cache had read
+        exactly up to `start` (otherwise the next read fetches them with whatever came between)."""
+        if self.end != start:
+            return False
+        self.pages.extend(pages)
+        self.end = end
+        return True
+
+
+def acquire(lock: threading.Lock, wait: float) -> bool:
+    """Take `lock` at once (wait 0) or within `wait` seconds."""
+    return lock.acquire(timeout=wait) if wait > 0 else lock.acquire(blocking=False)
