@@ -1108,3 +1108,13 @@ def test_a_too_deep_import_document_is_a_clear_error_and_erases_nothing(
             wrong.append(f"{mode}: the data directory changed (pages stored now: {stored})")
             return pytest.fail("; ".join(wrong))
     assert not wrong, "; ".join(wrong)
+
+
+def test_an_unpaired_surrogate_deep_in_an_import_is_a_clear_error(tmp_path: Path, portal: BlockingPortal) -> None:
+    """Was: the error message named the path through the surrogate key, and pydantic could not
+    encode that message: a bare 'Error executing tool import_memory'."""
+    server = build_server(_service(tmp_path))
+    with pytest.raises(ToolError, match="unpaired surrogate") as caught:
+        portal.call(server.call_tool, "import_memory", {"data": {"": {"\ud800": "\ud800"}}})
+    assert not isinstance(caught.value, UnexpectedToolError)
+    assert not (tmp_path / "data" / "users").exists()

@@ -304,12 +304,17 @@ def _unencodable(value: Any) -> str | None:
                 return where
         elif isinstance(item, dict):
             stack.extend((key, f"{where} key") for key in item)
-            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+            stack.extend((child, f"{where}.{_shown(key)}") for key, child in item.items())
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
         elif isinstance(item, BaseModel):
             stack.extend((child, f"{where}.{key}") for key, child in item)
     return None
+
+
+def _shown(key: Any) -> str:
+    """A key as an error message can carry it: an unpaired surrogate is escaped, not sent."""
+    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _nesting_depth(value: Any) -> int:
