@@ -9,11 +9,13 @@ helpers). A module imports only from its own layer or below.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "memory_mcp"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "memory_mcp"
 
 LAYERS: dict[str, list[str]] = {
     "foundation": [
@@ -126,3 +128,13 @@ def test_only_config_reads_the_environment() -> None:
         if "os.environ" in path.read_text(encoding="utf-8") or "getenv" in path.read_text(encoding="utf-8")
     ]
     assert readers == ["config.py"]
+
+
+def test_the_readme_shows_these_layers_top_down() -> None:
+    """The README's layout table is read by newcomers first: it must name the layers as they are."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("<!-- layers:start -->")[1].split("<!-- layers:end -->")[0]
+    rows = re.findall(r"^\| (\w+) \| ((?:`[\w.]+` ?)+) \|", table, flags=re.MULTILINE)
+    documented = {layer: re.findall(r"`([\w.]+)`", modules) for layer, modules in rows}
+    assert list(documented) == list(reversed(LAYERS))
+    assert documented == LAYERS
