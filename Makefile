@@ -17,15 +17,17 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
+# Everything, then the 15 slowest tests (what CI runs, after `make demo`).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 
+# Pure logic, in process: no server process, no PostgreSQL, no real timers; under a minute.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not integration and not slow"
 
 # The crash and concurrency suites for longer (thousands of kill points); figures are printed.
 soak: $(VENV)/.installed
-	MEMORY_MCP_SOAK=1 $(PY) -m pytest -s tests/test_crash.py tests/test_concurrency.py
+	MEMORY_MCP_SOAK=1 $(PY) -m pytest -s tests/guarantees/test_crash.py tests/guarantees/test_concurrency.py
 
 bench: $(VENV)/.installed
 	$(PY) bench/bench_startup.py

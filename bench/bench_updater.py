@@ -4,7 +4,7 @@
 Everything goes through the core API the MCP tools call:
 ``MemoryService(Settings(data_storage_path=tmp, openai_base_url=llm.base_url,
 memory={"debounce_seconds": D}))`` with ``service.start()``, ``AddMemoryRequest.build(...)``,
-``FlushRequest.build(...)`` and ``service.close()``. The LLM is tests/scripted_llm.py, run in its
+``FlushRequest.build(...)`` and ``service.close()``. The LLM is tests/support/scripted_llm.py, run in its
 own process (so its HTTP handling does not compete with the adds for this process's GIL, just as a
 real endpoint would not). Every reply comes after a fixed delay (--delay, default 0.2 s) and is a
 small valid update adding one new fact. Each page's user_input carries a marker
@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-for _path in (PROJECT_ROOT, PROJECT_ROOT / "tests"):
+for _path in (PROJECT_ROOT, PROJECT_ROOT / "tests" / "support"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
@@ -114,7 +114,7 @@ DRAIN_TIMEOUT_S = 60.0
 
 
 def serve_llm(log_path: Path, delay: float) -> None:
-    """Child process: tests/scripted_llm.py answering every request with a new fact after
+    """Child process: tests/support/scripted_llm.py answering every request with a new fact after
     `delay`; one JSON line per request {t: arrival (epoch s), marks: [[user, thread, n], ...]}."""
     from scripted_llm import ScriptedLLM, reply
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -13,10 +12,6 @@ from update_helpers import TEST_MEMORY, ServiceFactory
 
 from memory_mcp.config import Settings
 from memory_mcp.service import MemoryService
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SERVER_SCRIPT = PROJECT_ROOT / "server.py"
-PYTHON = sys.executable
 
 
 @pytest.fixture(autouse=True)
@@ -86,3 +81,11 @@ def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
     yield factory
     for service in opened:
         service.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that talks to PostgreSQL is an integration test, whichever module holds it."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "schemas" in getattr(item, "fixturenames", ()) or "postgres" in params.values():
+            item.add_marker(pytest.mark.integration)

@@ -13,9 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "memory_mcp"
+from project import PACKAGE
+from project import PROJECT_ROOT as ROOT
 
 LAYERS: dict[str, list[str]] = {
     "foundation": [

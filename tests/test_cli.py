@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_memory import DEERFLOW_MEMORY
+from sample_memory import DEERFLOW_MEMORY, memoryos_dir, write_json
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import server_env, snapshot, write_config
 
@@ -32,6 +32,8 @@ from memory_mcp.models import (
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.updater import pending_threads
+
+pytestmark = pytest.mark.integration
 
 SCRIPT = Path(sys.executable).parent / "memory-mcp"
 MODULE = [sys.executable, "-m", "memory_mcp"]
@@ -429,99 +431,8 @@ def test_import_into_another_user_with_replace_and_a_deerflow_memory_json(
     assert len(dana["memory"]["facts"]) == 2
 
 
-def write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value), encoding="utf-8")
-
-
-def memoryos_dir(root: Path) -> Path:
-    """A MemoryOS data_storage_path in MemoryOS's own file shapes: two users and an assistant."""
-    alice = root / "users" / "alice"
-    write_json(
-        alice / "short_term.json",
-        [
-            {
-                "user_input": "I just got back from Kyoto",
-                "agent_response": "How was Kyoto?",
-                "timestamp": "2024-03-05 10:00:00",
-            },
-            {
-                "user_input": "The temples were amazing",
-                "agent_response": "Which one?",
-                "timestamp": "2024-03-05 10:01:00",
-            },
-        ],
-    )
-    write_json(
-        alice / "mid_term.json",
-        {
-            "sessions": {
-                "sess_a": {
-                    "summary": "Trip booking",
-                    "details": [
-                        {
-                            "page_id": "mos_p1",
-                            "user_input": "Planning a Japan trip",
-                            "agent_response": "When?",
-                            "timestamp": "2024-02-28 08:00:00",
-                            "analyzed": True,
-                        },
-                        {
-                            "page_id": "mos_p2",
-                            "user_input": "Booked a ryokan",
-                            "agent_response": "Nice ryokan",
-                            "timestamp": "2024-03-01 09:00:00",
-                            "analyzed": True,
-                        },
-                    ],
-                },
-                "sess_b": {
-                    "summary": "Back home",
-                    "details": [
-                        {
-                            "page_id": "mos_p3",
-                            "user_input": "I just got back from Kyoto",
-                            "agent_response": "How was Kyoto?",
-                            "timestamp": "2024-03-05 10:00:00",
-                            "analyzed": False,
-                        },
-                    ],
-                },
-            }
-        },
-    )
-    write_json(
-        alice / "long_term_user.json",
-        {
-            "user_profiles": {
-                "alice": {"data": "Alice loves Japan and travels often.", "last_updated": "2024-03-05 11:00:00"}
-            },
-            "knowledge_base": [
-                {"knowledge": "Alice visited Kyoto in March 2024", "timestamp": "2024-03-05 11:00:00"},
-                {"knowledge": "Alice stays in ryokans", "timestamp": "2024-03-01 11:00:00"},
-            ],
-            "assistant_knowledge": [{"knowledge": "I recommended Fushimi Inari", "timestamp": "2024-03-05 11:00:00"}],
-        },
-    )
-    write_json(
-        root / "users" / "ben" / "short_term.json",
-        [
-            {
-                "user_input": "Ben here, I like chess",
-                "agent_response": "Chess is great",
-                "timestamp": "2024-01-01 12:00:00",
-            },
-        ],
-    )
-    write_json(
-        root / "assistants" / "guide" / "long_term_assistant.json",
-        {"assistant_knowledge": [{"knowledge": "I am a travel guide", "timestamp": "2024-01-01 00:00:00"}]},
-    )
-    return root
-
-
 def test_import_from_memoryos_loses_nothing(home: Path, tmp_path: Path) -> None:
-    source = memoryos_dir(tmp_path / "memoryos")
+    source = memoryos_dir(tmp_path / "memoryos", second_user=True)
     imported = cli(home, "import", source, "--from-memoryos", "--json").json()
     assert [(r["user_id"], r["pages_added"], r["facts_added"]) for r in imported] == [("alice", 4, 2), ("ben", 1, 0)]
 
@@ -534,7 +445,7 @@ def test_import_from_memoryos_loses_nothing(home: Path, tmp_path: Path) -> None:
         "The temples were amazing",
     ], "every exchange, oldest first, the one in mid-term and short-term once"
     assert [p["page_id"] for p in pages[:3]] == ["mos_p1", "mos_p2", "mos_p3"]
-    assert [p["thread_id"] for p in pages] == ["sess_a", "sess_a", "sess_b", None]
+    assert [p["thread_id"] for p in pages] == ["session_b", "session_b", "session_c", None]
     assert [p["timestamp"] for p in pages] == [
         "2024-02-28T08:00:00Z",
         "2024-03-01T09:00:00Z",

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from project import PROJECT_ROOT
 
 from memory_mcp.config import ConfigError, MemorySettings, Settings, load_settings
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = PROJECT_ROOT / "config.example.json"
 
 

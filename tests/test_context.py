@@ -88,6 +88,7 @@ def run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", guard + code], capture_output=True, text=True, timeout=60, env=env)
 
 
+@pytest.mark.integration
 def test_tiktoken_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
     done = run_isolated(
         "from memory_mcp.tokens import TokenCounter\n"
@@ -100,6 +101,7 @@ def test_tiktoken_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
     assert "network used" not in done.stderr
 
 
+@pytest.mark.integration
 def test_importing_the_server_touches_no_network_and_loads_no_heavy_module(tmp_path: Path) -> None:
     done = run_isolated(
         "import sys\n"
@@ -112,6 +114,7 @@ def test_importing_the_server_touches_no_network_and_loads_no_heavy_module(tmp_p
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.integration
 def test_without_tiktoken_the_counter_estimates_and_warns_once(tmp_path: Path) -> None:
     done = run_isolated(
         "import sys, logging\n"

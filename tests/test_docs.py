@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
+from project import PROJECT_ROOT as ROOT
 from pydantic import BaseModel
 
 from memory_mcp.config import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
 # Settings grouped in a nested object ("memory": {...}), by key.
 SECTIONS = {
     name: field.annotation
@@ -55,3 +54,14 @@ def test_example_config_holds_every_setting_at_its_default() -> None:
     flat.pop("data_storage_path")
     assert flat == settings_defaults()
     assert example["openai_api_key"] is None, "the example config must not carry a key"
+
+
+def test_every_file_the_readme_names_exists() -> None:
+    """The guarantees table and the layout section point readers at tests, benchmarks and modules."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"\b((?:tests|bench|memory_mcp|examples|\.ci)/[\w./-]+\.(?:py|sh|json))\b", text))
+    named |= {f"memory_mcp/{name}" for name in re.findall(r"`(?:memory_mcp/)?((?:store/|models/)?\w+\.py)`", text)}
+    missing = sorted(
+        path for path in named if not (ROOT / path).exists() and not (ROOT / path.split("/", 1)[1]).exists()
+    )
+    assert len(named) > 20 and missing == []

@@ -32,6 +32,8 @@ from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.updater import UpdateReport, pending_threads
 
+pytestmark = pytest.mark.integration
+
 TEST_MEMORY = {
     "debounce_seconds": 60,  # no timer fires unless a test asks for one
     "llm_timeout_seconds": 5,

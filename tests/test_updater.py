@@ -704,6 +704,7 @@ def assert_still_pending_and_untouched(result: FlushResult, data_dir: Path, page
     assert (path.read_bytes() if path.exists() else None) == before
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("status", "attempts"), [(429, 3), (500, 2), (503, 2)])
 def test_rate_limits_and_server_errors_are_retried_then_left_pending(
     make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path, status: int, attempts: int
@@ -726,6 +727,7 @@ def test_rate_limits_and_server_errors_are_retried_then_left_pending(
     assert "scripted failure" not in document and "LLM endpoint" not in document and "rate limit" not in document
 
 
+@pytest.mark.integration
 def test_a_timeout_is_retried_then_left_pending(make_service: ServiceFactory, llm: ScriptedLLM, data_dir: Path) -> None:
     service = make_service(memory={"llm_timeout_seconds": 0.3, "llm_max_attempts": 2})
     before = seed(service, facts=[existing_fact(1, "Lives in Lyon")])
@@ -739,6 +741,7 @@ def test_a_timeout_is_retried_then_left_pending(make_service: ServiceFactory, ll
     assert "slow" in result.errors[0] or "unreachable" in result.errors[0]
 
 
+@pytest.mark.integration
 def test_an_unreachable_endpoint_is_retried_then_left_pending(make_service: ServiceFactory, data_dir: Path) -> None:
     service = make_service(base_url=f"http://127.0.0.1:{closed_port()}/v1", memory={"llm_max_attempts": 2})
     add(service, "I moved to Berlin", user_id="alice")
@@ -776,6 +779,7 @@ def test_a_broken_response_body_changes_nothing(service: MemoryService, llm: Scr
     assert_still_pending_and_untouched(result, data_dir, pages=1, before=None)
 
 
+@pytest.mark.integration
 def test_a_broken_response_body_is_retried_like_other_transient_failures(
     service: MemoryService, llm: ScriptedLLM
 ) -> None:

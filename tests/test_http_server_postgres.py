@@ -25,6 +25,8 @@ from memory_mcp.models import FlushRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
+pytestmark = pytest.mark.integration
+
 USERS = ("shared", "ann", "ben")
 ADDS_PER_CLIENT = 36
 

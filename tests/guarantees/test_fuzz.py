@@ -59,6 +59,8 @@ from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope, durable
 from memory_mcp.store.json_store import identifier_of
 
+pytestmark = pytest.mark.integration
+
 MAX_TEXT = 300  # max_text_chars, small so that "beyond the limit" stays fast
 MAX_META = 1024  # max_meta_data_bytes
 CALL_TIMEOUT = 20.0  # seconds; a call taking longer counts as a hang

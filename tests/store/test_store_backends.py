@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from postgres_fixture import Schemas, fresh_schemas, postgres_dsn
+from project import PROJECT_ROOT
 from waiting import wait_until
 
 from memory_mcp.config import Settings
@@ -44,7 +45,6 @@ from memory_mcp.service import MemoryService
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 USER = Scope("alice")
 TRICKY = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" \\ back 中文 🙂 %s {schema}'
 
@@ -247,6 +247,7 @@ def test_reading_a_scope_with_nothing_stored_is_empty_and_stores_nothing(backend
     assert store.list_users() == []
 
 
+@pytest.mark.integration
 def test_an_acknowledged_append_survives_the_writer_being_killed(backend: Backend) -> None:
     child = start_child(backend, "append")
     try:
@@ -496,6 +497,7 @@ def test_a_waiting_claim_gets_the_turn_as_soon_as_it_is_released(backend: Backen
     assert 0.2 <= waited < 5
 
 
+@pytest.mark.integration
 def test_the_turn_is_released_when_its_holder_process_dies(backend: Backend) -> None:
     store = backend.store()
     store.append_page(USER, make_page(0))
@@ -523,6 +525,7 @@ def test_the_turn_is_released_when_its_holder_process_dies(backend: Backend) -> 
         kill(child)
 
 
+@pytest.mark.integration
 def test_a_claim_held_by_another_process_is_refused(backend: Backend, request: pytest.FixtureRequest) -> None:
     store = backend.store()
     store.append_page(USER, make_page(0))

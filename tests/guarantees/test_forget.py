@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from core_calls import add
-from stdio_helpers import PROJECT_ROOT, RawServer, server_env
+from project import PROJECT_ROOT
+from stdio_helpers import RawServer, server_env
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone
@@ -26,6 +27,8 @@ from memory_mcp.service import MemoryService
 from memory_mcp.sessions import RETRIEVALS_PER_SAVE
 from memory_mcp.store import Scope
 from memory_mcp.store.json_store import TOMBSTONE_PREFIX, JsonStore
+
+pytestmark = pytest.mark.integration
 
 
 def structured(response: dict) -> dict:

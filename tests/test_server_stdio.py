@@ -35,6 +35,8 @@ from stdio_helpers import (
 
 from memory_mcp.store.json_store import directory_name
 
+pytestmark = pytest.mark.integration
+
 IDENTIFIER_RULE = "[A-Za-z0-9_-]{1,64}"
 CONTRACT_PARAMETERS = {
     "add_memory": ["user_input", "agent_response", "timestamp", "meta_data", "user_id", "agent_name", "thread_id"],

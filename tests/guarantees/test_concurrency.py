@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 import snowballstemmer
+from project import PROJECT_ROOT, PYTHON
 from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
-from stdio_helpers import PROJECT_ROOT, PYTHON
-from test_crash import ServerProcess, start_spawned
+from server_process import ServerProcess, start_spawned
 
 from memory_mcp import terms
 from memory_mcp.config import MemorySettings, Settings
@@ -38,6 +38,8 @@ from memory_mcp.facts import current, normalise
 from memory_mcp.models import AddMemoryRequest, FlushRequest, MemoryDocument, Page, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
+
+pytestmark = pytest.mark.integration
 
 USERS = ["u0", "u1", "u2", "u3", "u4"]
 

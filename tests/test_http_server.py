@@ -34,6 +34,8 @@ from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.json_store import JsonStore
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:

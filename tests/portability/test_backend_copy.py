@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
+from project import PROJECT_ROOT
 from stdio_helpers import server_env, snapshot, write_config
 
 import memory_mcp.portability.backend_copy as backend_copy
@@ -42,7 +43,8 @@ from memory_mcp.service import MemoryService
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.json_store import JsonStore
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.integration
+
 TRICKY = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" \\ back 中文 🙂 مرحبا e\u0301 %s {schema}'
 BULK_PAGES = 1500  # alice's log needs more than one batch
 

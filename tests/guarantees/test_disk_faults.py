@@ -36,6 +36,8 @@ from memory_mcp.config import Settings
 from memory_mcp.models import AddMemoryRequest
 from memory_mcp.service import MemoryService
 
+pytestmark = pytest.mark.integration
+
 # Flush-driven: no debounce fires during a test, one attempt per update, nothing waits at close.
 TEST_MEMORY = {"debounce_seconds": 60, "llm_timeout_seconds": 5, "llm_max_attempts": 1, "shutdown_flush_seconds": 0}
 BIG = "x" * 20_000  # more than a tmpfs page: an append this size cannot fit in a file's last page

@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
+import pytest
 from mcp import Client
 from stdio_helpers import add, connect, error_text, ok, profile, recall, run, snapshot
 
 from memory_mcp.context import FRAME
 from memory_mcp.tokens import TokenCounter
+
+pytestmark = pytest.mark.integration
 
 EXCHANGES = [
     ("I'm planning a trip to Kyoto in April", "April is cherry blossom season; book early."),

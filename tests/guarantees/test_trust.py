@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from scripted_llm import EMPTY_UPDATE, ScriptedLLM, reply
 from stdio_helpers import RawServer, server_env, write_config
 
@@ -16,6 +17,8 @@ from memory_mcp.config import Settings
 from memory_mcp.models import Page
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
+
+pytestmark = pytest.mark.integration
 
 HOLD_LOCK = """
 import sys, time

@@ -128,6 +128,7 @@ def make_tools(data_dir: Path, llm: ScriptedLLM) -> Iterator[Callable[..., Tools
 # --- a hanging LLM blocks no tool call -----------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_no_tool_call_waits_for_an_llm_that_hangs_past_its_timeout(
     make_tools: Callable[..., Tools], llm: ScriptedLLM, data_dir: Path
 ) -> None:
@@ -182,6 +183,7 @@ def test_no_tool_call_waits_for_an_llm_that_hangs_past_its_timeout(
     assert facts == {"Alice lives in Lyon", "Alice likes tea", "Alice moved to Berlin"}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [429, 500])
 def test_a_storm_of_429s_or_500s_is_retried_a_bounded_number_of_times_and_blocks_nothing(
     make_tools: Callable[..., Tools], llm: ScriptedLLM, data_dir: Path, status: int
@@ -444,6 +446,7 @@ def trickling() -> Iterator[TricklingLLM]:
 # the openai client as a plain float, which httpx applies to each socket read, not to the reply: an endpoint that
 # trickles its answer holds the update (its worker and the scope's update lock, so flush_memory, forget and import
 # replace wait too) for as long as it trickles, however small llm_timeout_seconds is
+@pytest.mark.integration
 def test_llm_timeout_seconds_bounds_a_reply_that_trickles_in(
     make_tools: Callable[..., Tools], trickling: TricklingLLM, data_dir: Path
 ) -> None:
@@ -467,6 +470,7 @@ def test_llm_timeout_seconds_bounds_a_reply_that_trickles_in(
 # (up to ERASE_WAIT_SECONDS=60), so an LLM that hangs blocks them: with the defaults (llm_timeout_seconds 60,
 # llm_max_attempts 3) an update can hold the scope for 3 minutes, and forget then fails after a minute with 'is being
 # updated; try again in a minute'
+@pytest.mark.integration
 @pytest.mark.parametrize("tool", ["forget", "import_memory replace"])
 def test_erasing_tools_do_not_wait_for_a_hanging_llm(
     make_tools: Callable[..., Tools], llm: ScriptedLLM, data_dir: Path, tool: str
@@ -505,6 +509,7 @@ def call(server: RawServer, tool: str, **arguments: Any) -> tuple[dict[str, Any]
     return result["structuredContent"], seconds
 
 
+@pytest.mark.integration
 def test_over_stdio_a_hanging_llm_blocks_no_call_and_its_work_is_done_once_it_answers(
     tmp_path: Path, data_dir: Path, llm: ScriptedLLM
 ) -> None:

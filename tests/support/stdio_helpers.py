@@ -31,10 +31,7 @@ from typing import IO, Any, TextIO, TypeVar
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SERVER_SCRIPT = PROJECT_ROOT / "server.py"
-PYTHON = sys.executable
+from project import PYTHON, SERVER_SCRIPT
 
 # A handshake-era protocol version the SDK negotiates (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS).
 HANDSHAKE_PROTOCOL_VERSION = "2025-11-25"
@@ -194,6 +191,8 @@ class RawServer:
         *,
         config: Path | None = None,
         extra_args: Sequence[str] = (),
+        extra_env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.stderr_path = stderr_path
         self._stderr_file: IO[bytes] = stderr_path.open("wb")
@@ -202,7 +201,8 @@ class RawServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr_file,
-            env=server_env(home),
+            env=server_env(home, extra_env),
+            cwd=cwd,
         )
         self.stdout_lines: list[bytes] = []
         self._lines: queue.Queue[bytes | None] = queue.Queue()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import stdio_helpers
 from mcp.shared.exceptions import MCPError
+from project import PACKAGE
 from scripted_llm import ScriptedLLM, Step, reply
 from stdio_helpers import RawServer, connect, ok, run, snapshot, write_config
 
@@ -34,7 +35,6 @@ from memory_mcp.models import (
 )
 from memory_mcp.service import MemoryService
 
-PACKAGE = Path(__file__).resolve().parent.parent / "memory_mcp"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 EMPTY_UPDATE = {"user": {}, "history": {}, "newFacts": [], "factsToRemove": []}
 
@@ -71,6 +71,7 @@ def echoing(status: int, key: str) -> Step:
     return Step(status=status, raw=json.dumps(body).encode())
 
 
+@pytest.mark.integration
 def test_the_api_key_never_appears_in_logs_or_tool_results(tmp_path: Path, data_dir: Path) -> None:
     """The key in OPENAI_API_KEY (a key from the config file takes the same path from Settings on:
     see the test below); an endpoint whose every answer repeats it; the server logging at DEBUG."""
@@ -247,6 +248,7 @@ def test_no_key_is_written_into_the_code_and_only_config_reads_the_environment()
 # --- the data tree is private ----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_every_directory_and_file_the_server_creates_is_private_whatever_the_umask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -459,6 +461,7 @@ TRAVERSALS = [
 ]
 
 
+@pytest.mark.integration
 def test_traversal_attempts_on_every_tool_prompt_and_resource_are_refused_and_write_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home" / "data"
     absolute = tmp_path / "abs-target"

@@ -21,6 +21,8 @@ from sample_memory import DEERFLOW_MEMORY, TRIP
 from scripted_llm import ScriptedLLM, reply
 from stdio_helpers import add, connect, error_text, ok, recall, run, snapshot, write_config
 
+pytestmark = pytest.mark.integration
+
 OWNERSHIP_TOOLS = {
     "search_facts",
     "add_fact",

@@ -33,7 +33,7 @@ from memory_mcp.store import Scope, durable
 from memory_mcp.store.json_store import JsonStore
 
 USER = Scope("alice")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from project import PROJECT_ROOT
 
 
 def make_page(n: int, text: str | None = None) -> Page:
@@ -455,6 +455,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_two_processes_appending_to_one_user_lose_nothing(data_dir: Path) -> None:
     per_process = 500
     scope = Scope("shared")

@@ -8,10 +8,7 @@ Covers what only a real process shows: pending work surviving SIGKILL, the flush
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,8 +16,10 @@ from typing import Any
 
 import pytest
 from scripted_llm import ScriptedLLM, Step, conversation_of, reply
-from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
+from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, RawServer, write_config
 from waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 PROTOCOL_VERSION = HANDSHAKE_PROTOCOL_VERSION
 EXIT_MARGIN = 3.0  # interpreter teardown on a loaded machine, beyond the configured shutdown bound
@@ -29,101 +28,33 @@ EXIT_MARGIN = 3.0  # interpreter teardown on a loaded machine, beyond the config
 # --- a minimal MCP client that owns the server process ----------------------------------------
 
 
-class StdioServer:
-    """`python server.py --config ...` spoken to in newline-delimited JSON-RPC.
-
-    Like stdio_helpers.RawServer, but the LLM endpoint reaches the server the way users give it,
-    in OPENAI_BASE_URL (RawServer scrubs that variable), and the data dir in MEMORY_MCP_HOME.
-    """
+class StdioServer(RawServer):
+    """`python server.py --config ...` with the LLM endpoint given the way users give it, in
+    OPENAI_BASE_URL (which RawServer otherwise keeps from the server), and the data dir in
+    MEMORY_MCP_HOME; initialized, and with calls that must succeed."""
 
     def __init__(self, workdir: Path, name: str, home: Path, memory: dict[str, Any], llm_url: str | None) -> None:
-        config = write_config(workdir / f"{name}.config.json", {"memory": memory})
-        self.stderr_path = workdir / f"{name}.stderr.log"
-        with self.stderr_path.open("wb") as stderr:
-            self.proc = subprocess.Popen(
-                server_command(config),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=server_env(home, {"OPENAI_BASE_URL": llm_url} if llm_url else None),
-                cwd=workdir,
-            )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
-        self._ids = 0
-        result = self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "memory-mcp-tests", "version": "0"},
-            },
-            timeout=20,
+        super().__init__(
+            home,
+            workdir / f"{name}.stderr.log",
+            config=write_config(workdir / f"{name}.config.json", {"memory": memory}),
+            extra_env={"OPENAI_BASE_URL": llm_url} if llm_url else None,
+            cwd=workdir,
         )
-        assert result["protocolVersion"] == PROTOCOL_VERSION
-        self.notify("notifications/initialized")
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put(None)  # the server closed stdout (it exited)
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def notify(self, method: str) -> None:
-        self._send({"jsonrpc": "2.0", "method": method})
-
-    def request(self, method: str, params: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
-        self._ids += 1
-        number = self._ids
-        self._send({"jsonrpc": "2.0", "id": number, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no answer to {method} within {timeout}s; stderr:\n{self.stderr()}")
-            try:
-                line = self._lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(f"the server exited before answering {method}; stderr:\n{self.stderr()}")
-            message = json.loads(line)
-            if message.get("id") == number:
-                assert "error" not in message, message
-                return message["result"]
+        initialized = self.initialize(PROTOCOL_VERSION)
+        assert initialized["result"]["protocolVersion"] == PROTOCOL_VERSION, initialized
 
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        result = self.request("tools/call", {"name": tool, "arguments": arguments})
-        assert not result.get("isError"), result
-        return result["structuredContent"]
+        response = self.call_tool(tool, arguments)
+        assert "error" not in response and not response["result"].get("isError"), response
+        return response["result"]["structuredContent"]
 
     def close_stdin(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
+        assert self.process.stdin is not None
+        self.process.stdin.close()
 
     def wait_exit(self, timeout: float) -> int:
-        return self.proc.wait(timeout)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._reader.join(10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None and not stream.closed:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+        return self.process.wait(timeout)
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -175,7 +106,7 @@ def start_server(tmp_path: Path, data_dir: Path, llm: ScriptedLLM) -> Iterator[S
 
     yield factory
     for server in started:
-        server.stop()
+        server.kill()
 
 
 # --- tools over stdio --------------------------------------------------------------------------
@@ -262,7 +193,7 @@ def test_a_killed_server_resumes_its_pending_work_at_restart_and_analyses_no_pag
     first.call("add_memory", user_input="exchange four", agent_response="ok", user_id="alice", thread_id="u")
     first.call("add_memory", user_input="bob's exchange", agent_response="ok", user_id="bob")
 
-    first.proc.send_signal(signal.SIGKILL)
+    first.process.send_signal(signal.SIGKILL)
     assert first.wait_exit(5) == -signal.SIGKILL
     assert len(llm.requests) == 1  # the three later exchanges were only pending
 
@@ -291,7 +222,7 @@ def test_a_server_killed_during_an_update_applies_it_once_after_restart(
     first.call("add_memory", user_input="the exchange", agent_response="ok", user_id="alice")
     wait_until(lambda: len(llm.requests) == 1, timeout=10, what="the update to reach the LLM")
 
-    first.proc.send_signal(signal.SIGKILL)
+    first.process.send_signal(signal.SIGKILL)
     assert first.wait_exit(5) == -signal.SIGKILL
     assert facts_on_disk(data_dir, "alice") == []
 
@@ -314,7 +245,7 @@ def end_server(server: StdioServer, how: str) -> None:
     if how == "close stdin":
         server.close_stdin()
     else:
-        server.proc.send_signal(getattr(signal, how))
+        server.process.send_signal(getattr(signal, how))
 
 
 ENDINGS = ["close stdin", "SIGTERM", "SIGINT"]
@@ -352,7 +283,7 @@ def test_a_hanging_llm_does_not_hold_up_exit_and_the_work_waits_for_the_next_sta
 
     assert server.wait_exit(1 + EXIT_MARGIN) == 0
     assert time.monotonic() - closed < 1 + EXIT_MARGIN
-    assert "still pending at shutdown" in server.stderr()
+    assert "still pending at shutdown" in server.stderr_text()
     assert facts_on_disk(data_dir, "alice") == []
     if how != "close stdin":
         return  # resuming at the next start is the same whatever ended the server

@@ -25,7 +25,8 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from stdio_helpers import PROJECT_ROOT, PYTHON, server_env
+from project import PROJECT_ROOT, PYTHON
+from stdio_helpers import server_env
 
 MCP_ACCEPT = "application/json, text/event-stream"
 

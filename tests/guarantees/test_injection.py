@@ -264,6 +264,7 @@ def _without_surrogates(text: str) -> str:
 # --- once over the real stdio server --------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_payloads_stay_inert_over_real_stdio(isolated_home: Path) -> None:
     home = isolated_home
     # Profile sections are written by the updater; here, through the store, before the server starts.

@@ -7,12 +7,11 @@ stdio transport are in test_ownership_stdio.py and from a shell in test_cli.py.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_memory import TRIP
+from sample_memory import TRIP, memoryos_dir, write_json
 from stdio_helpers import snapshot
 
 from memory_mcp.config import Settings
@@ -552,90 +551,6 @@ def test_a_deerflow_import_without_user_id_goes_to_the_configured_default_user(d
 
 
 # --- the MemoryOS importer ---------------------------------------------------------------------
-
-
-def write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value), encoding="utf-8")
-
-
-def memoryos_dir(root: Path) -> Path:
-    """A MemoryOS data_storage_path with one user and one assistant, in MemoryOS's own file shapes."""
-    user = root / "users" / "alice"
-    write_json(
-        user / "short_term.json",
-        [
-            # Also in mid-term (same words and time): must arrive once.
-            {
-                "user_input": "I just got back from Kyoto",
-                "agent_response": "How was Kyoto?",
-                "timestamp": "2024-03-05 10:00:00",
-            },
-            {
-                "user_input": "The temples were amazing",
-                "agent_response": "Which one did you like?",
-                "timestamp": "2024-03-05 10:01:00",
-            },
-        ],
-    )
-    write_json(
-        user / "mid_term.json",
-        {
-            "sessions": {
-                "session_b": {
-                    "summary": "Trip booking",
-                    "details": [
-                        {
-                            "page_id": "mos_p2",
-                            "user_input": "Booked a ryokan",
-                            "agent_response": "Nice ryokan",
-                            "timestamp": "2024-03-01 09:00:00",
-                            "analyzed": True,
-                        },
-                        {
-                            "page_id": "mos_p1",
-                            "user_input": "Planning a Japan trip",
-                            "agent_response": "When?",
-                            "timestamp": "2024-02-28 08:00:00",
-                            "analyzed": True,
-                            "meta_data": {"mood": "excited"},
-                        },
-                    ],
-                },
-                "session_c": {
-                    "summary": "Back home",
-                    "details": [
-                        {
-                            "page_id": "mos_p3",
-                            "user_input": "I just got back from Kyoto",
-                            "agent_response": "How was Kyoto?",
-                            "timestamp": "2024-03-05 10:00:00",
-                            "analyzed": False,
-                        },
-                    ],
-                },
-            }
-        },
-    )
-    write_json(
-        user / "long_term_user.json",
-        {
-            "user_profiles": {
-                "alice": {"data": "Alice loves Japan and travels often.", "last_updated": "2024-03-05 11:00:00"}
-            },
-            "knowledge_base": [
-                {"knowledge": "Alice visited Kyoto in March 2024", "timestamp": "2024-03-05 11:00:00"},
-                {"knowledge": "Alice stays in ryokans", "timestamp": "2024-03-01 11:00:00"},
-                {"knowledge": "alice stays in  RYOKANS", "timestamp": "2024-03-02 11:00:00"},
-            ],
-            "assistant_knowledge": [{"knowledge": "I recommended Fushimi Inari", "timestamp": "2024-03-05 11:00:00"}],
-        },
-    )
-    write_json(
-        root / "assistants" / "guide" / "long_term_assistant.json",
-        {"assistant_knowledge": [{"knowledge": "I am a travel guide", "timestamp": "2024-01-01 00:00:00"}]},
-    )
-    return root
 
 
 def test_memoryos_user_becomes_one_export_document_with_nothing_lost(tmp_path: Path) -> None:
