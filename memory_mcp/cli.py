@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -19,8 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memory_mcp import __version__
-from memory_mcp.access import TokenRegistry
+from memory_mcp import __version__, hooks, host_setup
 from memory_mcp.config import ConfigError, Settings, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
 from memory_mcp.models import (
@@ -124,6 +124,40 @@ def build_parser() -> argparse.ArgumentParser:
     flush.add_argument(
         "--retry-failed", action="store_true", help="also retry exchanges set aside after repeated unusable replies"
     )
+    hook_help = "Claude Code hooks: the <memory> block for each prompt, and each finished reply remembered"
+    hook = commands.add_parser("hook", parents=[shared], help=hook_help, description=hook_help)
+    events = hook.add_subparsers(dest="hook_event", metavar="EVENT", required=True)
+    for name, help_text in (
+        ("prompt", "for UserPromptSubmit: print the <memory> block for the prompt the hook's JSON holds"),
+        ("stop", "for Stop: store the exchanges of the session's transcript that are not stored yet"),
+    ):
+        event = events.add_parser(name, parents=[shared], help=help_text, description=help_text)
+        event.add_argument("--user", help="whose memory (default: the config's user_id)")
+        agent = event.add_mutually_exclusive_group()
+        agent.add_argument("--agent", help="an agent's memory beside the user's (default: the config's assistant_id)")
+        agent.add_argument(
+            "--project-agent",
+            action="store_true",
+            help="the project (the hook's cwd) as the agent, so that each repository keeps its own memory",
+        )
+        if name == "prompt":
+            event.add_argument("--max-tokens", type=int, help="budget of the block (default: max_injection_tokens)")
+    install_help = "add memory-mcp to a host's settings: its MCP server entry, and for Claude Code its hooks"
+    install = commands.add_parser("install", parents=[shared], help=install_help, description=install_help)
+    install.add_argument("target", metavar="HOST", choices=["claude-code"], help="the host to add memory-mcp to")
+    install.add_argument(
+        "--project", action="store_true", help="this folder's .claude/settings.json and .mcp.json, not the user's"
+    )
+    install.add_argument(
+        "--project-agent", action="store_true", help="hooks keep each project's memory apart (see hook --help)"
+    )
+    install.add_argument("--dry-run", action="store_true", help="print what the files would hold; change nothing")
+    install.add_argument(
+        "--command",
+        dest="launch",
+        metavar="COMMAND",
+        help="how the host should start memory-mcp (default: this installation)",
+    )
     move = command("migrate", "copy all stored memory from one storage backend to the other, and verify it")
     move.add_argument("--from", dest="source", choices=["json", "postgres"], required=True, help="backend to read")
     move.add_argument("--to", dest="target", choices=["json", "postgres"], required=True, help="backend to fill")
@@ -134,13 +168,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(arguments)
+    except SystemExit as exc:
+        if exc.code and "hook" in arguments[:1]:
+            return 0  # argparse said what is wrong; exit status 2 would make Claude Code drop the prompt
+        raise
     level = getattr(args, "log_level", None) or ("INFO" if args.command is None else "WARNING")
     # stdout belongs to the protocol (or the command's output): every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
     # One line per LLM request is noise at INFO; failures are logged by the updater itself.
     for chatty in ("httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    if args.command == "hook":
+        return _hook(args)
     try:
         settings = load_settings(getattr(args, "config", None))
     except ConfigError as exc:
@@ -165,6 +207,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reporting_errors(args.command, lambda: COMMANDS[args.command](service, args))
     finally:
         service.close()
+
+
+def _hook(args: argparse.Namespace) -> int:
+    """Run a Claude Code hook. Whatever goes wrong, the prompt must go on: one line on stderr,
+    nothing on stdout, exit status 0."""
+    try:
+        settings = load_settings(getattr(args, "config", None))
+        event = hooks.read_hook_input(sys.stdin.read())
+        agent = hooks.project_agent(event.cwd or os.getcwd()) if args.project_agent else args.agent
+        service = MemoryService(settings)
+        try:
+            if args.hook_event == "prompt":
+                context = hooks.prompt_context(service, event, args.user, agent, args.max_tokens)
+                if context:
+                    print(context)
+                return 0
+            stored = hooks.remember_session(service, event, args.user, agent)
+            scope = service.resolve_scope(args.user, agent)
+        finally:
+            service.close()
+        if stored is not None and stored[0].pages_added and service.extraction_on:
+            hooks.update_when_quiet(settings, scope, newest_page=stored[1])
+    except Exception as exc:  # noqa: BLE001  # a hook never breaks the prompt: it says why and steps aside
+        print(f"memory-mcp hook {args.hook_event}: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+    return 0
 
 
 def _reporting_errors(command: str, run: Callable[[], int]) -> int:
@@ -345,7 +412,30 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
 
 
+def _install(settings: Settings, args: argparse.Namespace) -> int:
+    command = shlex.split(args.launch) if args.launch else host_setup.memory_command()
+    config = getattr(args, "config", None)
+    changes = host_setup.claude_code_changes(
+        Path.home(), Path.cwd() if args.project else None, command, config, args.project_agent
+    )
+    if args.dry_run:
+        for change in changes:
+            state = "would change" if change.changed else "unchanged"
+            print(f"# {change.path} ({state})\n{json.dumps(change.content, indent=2, ensure_ascii=False)}")
+        return 0
+    for change in host_setup.apply(changes):
+        if change.changed:
+            saved = f"; the old file is kept as {change.backup}" if change.backup else ""
+            print(f"updated {change.path}{saved}")
+        else:
+            print(f"unchanged {change.path} (memory-mcp is already in it)")
+    print("Restart Claude Code (or open /hooks) to load the hooks.")
+    return 0
+
+
 def _token(settings: Settings, args: argparse.Namespace) -> int:
+    from memory_mcp.access import TokenRegistry  # with the MCP SDK: not loaded for the other commands
+
     assert settings.http.tokens_file is not None  # load_settings fills in the default
     registry = TokenRegistry(settings.http.tokens_file)
     if args.token_action == "add":
@@ -381,6 +471,7 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
 # Commands that open no memory store through the service: the token file, or both backends at once.
 STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "token": _token,
+    "install": _install,
     "migrate": _migrate,
 }
 

@@ -403,6 +403,10 @@ class MemoryService:
 
     # --- internals ------------------------------------------------------------------------
 
+    def is_stored(self, user_id: str | None, agent_name: str | None = None) -> bool:
+        """Whether anything is stored for the user (or that agent of theirs)."""
+        return self._stored(self.resolve_scope(user_id, agent_name))
+
     def require_stored(self, user_id: str, agent_name: str | None = None) -> None:
         """Raise NotFound unless something is stored for the user (or that agent of theirs)."""
         self._require_stored(self.resolve_scope(user_id, agent_name))

@@ -47,7 +47,18 @@ LAYERS: dict[str, list[str]] = {
         "portability",
     ],
     "service": ["service"],
-    "edges": ["tool_functions", "server", "stdio", "access", "http_server", "console", "cli", "__main__"],
+    "edges": [
+        "tool_functions",
+        "server",
+        "stdio",
+        "access",
+        "http_server",
+        "hooks",
+        "host_setup",
+        "console",
+        "cli",
+        "__main__",
+    ],
 }
 RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
 # Outside libraries only one place may use: the MCP SDK at the edge, each driver in its module.

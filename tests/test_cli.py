@@ -8,18 +8,16 @@ or a script sees: exit code, stdout (tables, or JSON with --json) and stderr (on
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from command_line import Outcome, cli
 from sample_memory import DEERFLOW_MEMORY, memoryos_dir, write_json
 from scripted_llm import ScriptedLLM, reply
-from stdio_helpers import server_env, snapshot, write_config
+from stdio_helpers import snapshot, write_config
 
 from memory_mcp.config import Settings
 from memory_mcp.models import (
@@ -34,53 +32,6 @@ from memory_mcp.store import Scope
 from memory_mcp.updater import pending_threads
 
 pytestmark = pytest.mark.integration
-
-SCRIPT = Path(sys.executable).parent / "memory-mcp"
-MODULE = [sys.executable, "-m", "memory_mcp"]
-
-
-@dataclass
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        assert self.code == 0, f"exit {self.code}: {self.stderr}"
-        return json.loads(self.stdout)
-
-    def error_line(self) -> str:
-        """The failure's one stderr line (fails the test unless the command failed with exactly one)."""
-        assert self.code != 0, f"expected failure, got exit 0: {self.stdout}"
-        lines = self.stderr.splitlines()
-        assert len(lines) == 1, f"expected one stderr line, got {len(lines)}:\n{self.stderr}"
-        assert self.stdout == "", f"a failure printed on stdout: {self.stdout!r}"
-        return lines[0]
-
-
-def cli_env(home: Path) -> dict[str, str]:
-    env = server_env(home)
-    for name in ("LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        env.pop(name, None)  # no colour: stdout is a pipe
-    env["COLUMNS"] = "200"  # wide enough that no cell wraps, so each value reads whole
-    return env
-
-
-def cli(home: Path, *args: str | Path, module: bool = False, stdout: Any = None, timeout: float = 60) -> Outcome:
-    """Run `memory-mcp ARGS` (the installed script, or `python -m memory_mcp`) and collect its output."""
-    command = [*(MODULE if module or not SCRIPT.exists() else [str(SCRIPT)]), *map(str, args)]
-    completed = subprocess.run(
-        command,
-        check=False,
-        env=cli_env(home),
-        cwd=home.parent,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout if stdout is not None else subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        timeout=timeout,
-        text=True,
-    )
-    return Outcome(completed.returncode, completed.stdout or "", completed.stderr)
 
 
 def cli_many(home: Path, commands: Sequence[Sequence[str | Path]]) -> list[Outcome]:

@@ -80,8 +80,20 @@ async def connect(
     The SDK's stdio client passes only a safe subset of our environment, plus what we give.
     """
     env = {"MEMORY_MCP_HOME": str(home)} if home is not None else {}
-    command = server_command(config, extra_args)
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=cwd)
+    async with connect_command(server_command(config, extra_args), env, errlog=errlog, cwd=cwd) as client:
+        yield client
+
+
+@asynccontextmanager
+async def connect_command(
+    command: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    errlog: TextIO | None = None,
+    cwd: Path | None = None,
+) -> AsyncIterator[Client]:
+    """A connected client of the server a host starts with `command`, the argv its settings hold."""
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(env or {}), cwd=cwd)
     transport = stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
     async with Client(transport) as client:
         yield client

@@ -1,0 +1,128 @@
+"""Putting memory-mcp into Claude Code's settings: the MCP server entry and the two hooks.
+
+Claude Code reads hooks from settings.json (the user's ~/.claude/settings.json, or a project's
+.claude/settings.json) and MCP servers from ~/.claude.json (user scope) or a project's .mcp.json.
+Installing merges our entries into those files and leaves everything else in them as it was;
+installing again replaces our entries in place, so it never adds a second copy. A file that is
+changed is first copied aside, and a file that is not valid JSON is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory_mcp.clock import utc_now
+from memory_mcp.errors import InvalidInput
+from memory_mcp.store.durable import atomic_write, ensure_directory
+
+SERVER_NAME = "memory-mcp"
+# Our hook handlers, recognised by what they run whatever the path to the command.
+OUR_HOOK = re.compile(r"memory[-_]mcp\S*\s.*\bhook (prompt|stop)\b")
+HOOKS = {"UserPromptSubmit": ("prompt", 15), "Stop": ("stop", 30)}  # event -> (our hook, timeout seconds)
+
+
+@dataclass
+class SettingsChange:
+    """One file and what it holds after installing; `changed` is False when it already did."""
+
+    path: Path
+    content: dict[str, Any]
+    changed: bool
+    backup: Path | None = None
+
+
+def memory_command() -> list[str]:
+    """How to run this very installation: its `memory-mcp` script, else its Python with -m."""
+    script = Path(sys.executable).with_name("memory-mcp")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("memory-mcp")
+    return [found] if found else [sys.executable, "-m", "memory_mcp"]
+
+
+def claude_code_changes(
+    home: Path, project: Path | None, command: list[str], config: Path | None, project_agent: bool
+) -> list[SettingsChange]:
+    """What installing into Claude Code would make of its settings files (nothing is written)."""
+    if project is None:
+        hooks_file, servers_file = home / ".claude" / "settings.json", home / ".claude.json"
+    else:
+        hooks_file, servers_file = project / ".claude" / "settings.json", project / ".mcp.json"
+    options = ["--config", str(config.resolve())] if config is not None else []
+    server = {"type": "stdio", "command": command[0], "args": [*command[1:], *options]}
+    hook_flags = [*options, *(["--project-agent"] if project_agent else [])]
+    return [
+        _change(hooks_file, lambda settings: _with_hooks(settings, command, hook_flags)),
+        _change(servers_file, lambda settings: _with_server(settings, server)),
+    ]
+
+
+def apply(changes: list[SettingsChange]) -> list[SettingsChange]:
+    """Write the changed files, each after copying the old one aside; the same list, with backups."""
+    stamp = utc_now().replace(":", "").replace("-", "")
+    for change in changes:
+        if not change.changed:
+            continue
+        ensure_directory(change.path.parent)
+        if change.path.exists():
+            change.backup = change.path.with_name(f"{change.path.name}.{stamp}.bak")
+            atomic_write(change.backup, change.path.read_bytes())
+        atomic_write(change.path, (json.dumps(change.content, indent=2, ensure_ascii=False) + "\n").encode())
+    return changes
+
+
+def _change(path: Path, merge: Any) -> SettingsChange:
+    current = _read(path)
+    merged = merge(json.loads(json.dumps(current)))
+    return SettingsChange(path, merged, changed=merged != current)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        content = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path} cannot be read as JSON ({exc}); fix or move it, then install again") from None
+    if not isinstance(content, dict):
+        raise InvalidInput(f"{path} holds no JSON object; fix or move it, then install again")
+    return content
+
+
+def _with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) -> dict[str, Any]:
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InvalidInput("the settings' hooks are not a JSON object; fix them, then install again")
+    for event, (name, timeout) in HOOKS.items():
+        handler = {"type": "command", "command": shlex.join([*command, "hook", name, *flags]), "timeout": timeout}
+        groups = [group for group in hooks.get(event, []) if isinstance(group, dict)]
+        ours = [
+            (group, index)
+            for group in groups
+            for index, existing in enumerate(group.get("hooks", []))
+            if isinstance(existing, dict) and OUR_HOOK.search(str(existing.get("command", "")))
+        ]
+        if ours:
+            group, index = ours[0]
+            group["hooks"][index] = handler
+            for extra_group, extra_index in reversed(ours[1:]):
+                del extra_group["hooks"][extra_index]
+        else:
+            groups.append({"hooks": [handler]})
+        hooks[event] = [group for group in groups if group.get("hooks")]
+    return settings
+
+
+def _with_server(settings: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
+    servers = settings.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise InvalidInput("mcpServers is not a JSON object; fix it, then install again")
+    servers[SERVER_NAME] = server
+    return settings

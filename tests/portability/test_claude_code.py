@@ -1,0 +1,88 @@
+"""Reading a Claude Code transcript: the person's prompts and the assistant's final answers, and
+nothing of the tool chatter, thinking, sub-agents or the harness's own lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from claude_code_session import Transcript, coding_session, text, tool_use
+
+from memory_mcp.portability.claude_code import session_exchanges
+
+
+def test_a_coding_session_becomes_its_two_exchanges_with_final_answers_only(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    coding_session(transcript)
+
+    pages = session_exchanges(transcript.path, transcript.session_id)
+
+    assert [(p.user_input, p.agent_response) for p in pages] == [
+        (
+            "Why does the parser drop the last line of the CSV? We use Polars here, never pandas.",
+            (
+                "The slice `[:-1]` drops the last line when the file has no trailing newline.\n\n"
+                "Use `splitlines()` instead."
+            ),
+        ),
+        ("Thanks. Remember that our CI runs on Python 3.11.", "Noted: CI runs on Python 3.11."),
+    ]
+    assert {p.thread_id for p in pages} == {transcript.session_id}
+    assert [p.timestamp for p in pages] == sorted(p.timestamp for p in pages)
+    assert all(p.timestamp.endswith("Z") for p in pages)
+
+
+def test_reading_again_gives_the_same_page_ids_and_another_session_other_ids(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    coding_session(transcript)
+    first = session_exchanges(transcript.path, transcript.session_id)
+    again = session_exchanges(transcript.path, transcript.session_id)
+    other = session_exchanges(transcript.path, "another-session")
+
+    assert [p.page_id for p in first] == [p.page_id for p in again]
+    assert len({p.page_id for p in first}) == 2
+    assert not {p.page_id for p in first} & {p.page_id for p in other}
+
+
+def test_the_stop_hooks_last_message_stands_for_a_reply_the_transcript_does_not_hold_yet(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    transcript.prompt("What is the capital of Japan?")
+    assert session_exchanges(transcript.path, transcript.session_id) == [], "no answer yet: nothing to store"
+
+    [page] = session_exchanges(transcript.path, transcript.session_id, last_reply="Tokyo.")
+    assert (page.user_input, page.agent_response) == ("What is the capital of Japan?", "Tokyo.")
+
+
+def test_a_turn_that_ended_in_a_tool_call_keeps_the_text_said_before_it(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    transcript.prompt("Run the tests")
+    transcript.reply(text("Running them now."), tool_use("toolu_9", "Bash", command="pytest"), message_id="m1")
+    transcript.prompt("Stop, that is enough")
+    transcript.reply(text("Stopped."), message_id="m2")
+
+    pages = session_exchanges(transcript.path, transcript.session_id)
+    assert [p.agent_response for p in pages] == ["Running them now.", "Stopped."]
+
+
+def test_ide_context_around_a_prompt_is_not_what_the_person_said(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    transcript.prompt("<ide_opened_file>The user opened parser.py</ide_opened_file>\nRename parse to read_rows")
+    transcript.reply(text("Renamed."))
+    transcript.prompt("<system-reminder>Only a reminder</system-reminder>")
+    transcript.reply(text("(nothing to say)"))
+
+    [page] = session_exchanges(transcript.path, transcript.session_id)
+    assert (page.user_input, page.agent_response) == ("Rename parse to read_rows", "Renamed.")
+
+
+def test_unreadable_lines_and_unknown_line_types_are_skipped(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    transcript.raw("not json at all")
+    transcript.raw('{"type": "summary", "summary": "Parser fix", "leafUuid": "x"}')
+    transcript.raw('{"type": "file-history-snapshot", "snapshot": {}}')
+    transcript.raw("[1, 2, 3]")
+    transcript.prompt("Hello")
+    transcript.raw('{"type": "assistant", "message": "not an object"}')
+    transcript.reply(text("Hi!"))
+
+    [page] = session_exchanges(transcript.path, transcript.session_id)
+    assert (page.user_input, page.agent_response) == ("Hello", "Hi!")

@@ -1,0 +1,183 @@
+"""Claude Code's hooks, run as Claude Code runs them: `memory-mcp hook prompt|stop` in its own
+process, the documented hook JSON on stdin, a realistic session transcript on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_code_session import Transcript, coding_session, text
+from command_line import Outcome, cli
+from scripted_llm import ScriptedLLM, reply
+from update_helpers import fact, update
+from waiting import wait_until
+
+from memory_mcp.config import Settings
+from memory_mcp.hooks import project_agent
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+from memory_mcp.tokens import TokenCounter
+
+pytestmark = pytest.mark.integration
+
+
+def hook(home: Path, event: str, payload: dict[str, Any] | str, *flags: str, **env: str) -> Outcome:
+    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    return cli(home, "hook", event, *flags, stdin=stdin, env=env or None)
+
+
+def stored(home: Path, scope: Scope) -> list[tuple[str, str, str | None]]:
+    service = MemoryService(Settings(data_storage_path=home))
+    try:
+        return [(p.user_input, p.agent_response, p.thread_id) for p in service.store.read_pages(scope).pages]
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Transcript:
+    session = Transcript(tmp_path / "claude" / "projects" / "-work-app" / "session.jsonl")
+    coding_session(session)
+    return session
+
+
+def test_stop_stores_each_exchange_once_in_the_sessions_thread(home: Path, transcript: Transcript) -> None:
+    first = hook(home, "stop", transcript.stop_input())
+    assert (first.code, first.stdout, first.stderr) == (0, "", "")
+    expected = [
+        (
+            "Why does the parser drop the last line of the CSV? We use Polars here, never pandas.",
+            (
+                "The slice `[:-1]` drops the last line when the file has no trailing newline.\n\n"
+                "Use `splitlines()` instead."
+            ),
+            transcript.session_id,
+        ),
+        ("Thanks. Remember that our CI runs on Python 3.11.", "Noted: CI runs on Python 3.11.", transcript.session_id),
+    ]
+    assert stored(home, Scope("default")) == expected
+
+    again = hook(home, "stop", transcript.stop_input())
+    assert (again.code, again.stdout) == (0, "")
+    assert stored(home, Scope("default")) == expected, "the same transcript twice stores nothing new"
+
+    transcript.prompt("And the TSV reader?")
+    transcript.reply(text("It has the same slice; fixed there too."))
+    hook(home, "stop", transcript.stop_input(last_message="It has the same slice; fixed there too."))
+    assert stored(home, Scope("default")) == [
+        *expected,
+        ("And the TSV reader?", "It has the same slice; fixed there too.", transcript.session_id),
+    ]
+
+
+def test_stop_takes_the_final_reply_from_the_hook_when_the_transcript_lags(home: Path, tmp_path: Path) -> None:
+    session = Transcript(tmp_path / "session.jsonl")
+    session.prompt("Which port does the dev server use?")
+    hook(home, "stop", session.stop_input(last_message="Port 5173."))
+    assert stored(home, Scope("default")) == [("Which port does the dev server use?", "Port 5173.", session.session_id)]
+
+
+def test_stop_does_nothing_while_another_stop_hook_keeps_claude_going(home: Path, transcript: Transcript) -> None:
+    outcome = hook(home, "stop", transcript.stop_input(stop_hook_active=True))
+    assert (outcome.code, outcome.stdout, outcome.stderr) == (0, "", "")
+    assert not (home / "users").exists()
+
+
+def test_prompt_prints_the_memory_block_for_the_prompt_as_additional_context(
+    home: Path, transcript: Transcript
+) -> None:
+    assert hook(home, "prompt", transcript.prompt_input("How do I read the CSV?")).stdout == "", "nothing stored yet"
+    hook(home, "stop", transcript.stop_input())
+
+    outcome = hook(home, "prompt", transcript.prompt_input("Which dataframe library should the CSV reader use?"))
+    assert (outcome.code, outcome.stderr) == (0, "")
+    output = json.loads(outcome.stdout)
+    assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    context = output["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("<memory>") and context.rstrip().endswith("</memory>")
+    assert "We use Polars here, never pandas." in context
+    assert "Noted: CI runs on Python 3.11." in context
+
+    small = hook(home, "prompt", transcript.prompt_input("Polars?"), "--max-tokens", "120")
+    small_context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert TokenCounter("tiktoken").count(small_context) <= 120
+    assert len(small_context) < len(context)
+
+
+def test_the_project_agent_keeps_each_repository_apart_from_the_users_own_memory(
+    home: Path, transcript: Transcript, tmp_path: Path
+) -> None:
+    hook(home, "stop", transcript.stop_input(), "--project-agent")
+    agent = project_agent(transcript.cwd)
+    assert agent.startswith("app-") and len(agent) == len("app-") + 6
+    assert len(stored(home, Scope("default", agent))) == 2
+    assert not (home / "users" / "default" / "pages.jsonl").exists(), "the user's own memory is untouched"
+
+    elsewhere = {**transcript.prompt_input("Which dataframe library?"), "cwd": str(tmp_path / "other" / "app")}
+    assert hook(home, "prompt", elsewhere, "--project-agent").stdout == "", "another checkout named app"
+    here = hook(home, "prompt", transcript.prompt_input("Which dataframe library?"), "--project-agent")
+    assert "Polars" in json.loads(here.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_user_and_agent_come_from_the_config_unless_flags_name_them(
+    home: Path, transcript: Transcript, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"user_id": "ana", "assistant_id": "coder"}), encoding="utf-8")
+    hook(home, "stop", transcript.stop_input(), "--config", str(config))
+    hook(home, "stop", transcript.stop_input(), "--config", str(config), "--user", "ben", "--agent", "reviewer")
+    assert len(stored(home, Scope("ana", "coder"))) == 2
+    assert len(stored(home, Scope("ben", "reviewer"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("event", "stdin", "flags", "problem"),
+    [
+        ("prompt", "{not json", (), "JSONDecodeError"),
+        ("stop", '{"transcript_path": 5}', (), "ValidationError"),
+        ("stop", None, (), "FileNotFoundError"),
+        ("prompt", None, ("--config", "/nonexistent/config.json"), "config"),
+        ("prompt", None, ("--user", "../etc"), "user_id"),
+        ("prompt", None, ("--no-such-flag",), None),
+    ],
+)
+def test_any_failure_prints_nothing_exits_0_and_says_why_in_one_line(
+    home: Path, transcript: Transcript, event: str, stdin: str | None, flags: tuple[str, ...], problem: str | None
+) -> None:
+    hook(home, "stop", transcript.stop_input())  # something is stored: the prompt hook would print
+    payload = transcript.prompt_input("Polars?") if event == "prompt" else transcript.stop_input()
+    if event == "stop" and stdin is None:
+        payload = {**payload, "transcript_path": str(transcript.path.with_name("gone.jsonl"))}
+    outcome = hook(home, event, stdin if stdin is not None else payload, *flags)
+    assert (outcome.code, outcome.stdout) == (0, "")
+    if problem is None:
+        assert "unrecognized arguments: --no-such-flag" in outcome.stderr  # argparse's own words
+    else:
+        [line] = outcome.stderr.splitlines()
+        assert line.startswith(f"memory-mcp hook {event}: ") and problem in line
+
+
+def test_what_stop_stores_is_analysed_after_the_quiet_time_without_holding_up_the_hook(
+    home: Path, transcript: Transcript, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM(default=reply(update([fact("Uses Polars, never pandas", confidence=0.95)]), delay=3.0)).start()
+    try:
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"memory": {"debounce_seconds": 0}}), encoding="utf-8")
+        outcome = hook(home, "stop", transcript.stop_input(), "--config", str(config), OPENAI_BASE_URL=llm.base_url)
+        assert (outcome.code, outcome.stdout, outcome.stderr) == (0, "", "")
+        assert all(answer is None for answer in llm.answered), "the hook did not wait for the LLM"
+
+        def facts() -> list[str]:
+            service = MemoryService(Settings(data_storage_path=home))
+            try:
+                return [f.content for f in service.store.read_document(Scope("default")).facts]
+            finally:
+                service.close()
+
+        wait_until(lambda: facts() == ["Uses Polars, never pandas"], timeout=30, what="the deferred update")
+        assert len(llm.requests) == 1, "one update for the session's two exchanges"
+    finally:
+        llm.stop()

@@ -1,0 +1,138 @@
+"""`memory-mcp install claude-code`: our entries merged into Claude Code's settings files, nothing
+else in them touched, idempotent, a backup of each file it changes, and entries that really run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_code_session import Transcript, coding_session
+from command_line import Outcome, cli, run_command
+from stdio_helpers import connect_command, run
+
+pytestmark = pytest.mark.integration
+
+OTHER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit-bash"}]}],
+    },
+}
+OTHER_STATE: dict[str, Any] = {
+    "numStartups": 12,
+    "mcpServers": {"memory": {"type": "stdio", "command": "npx", "args": ["@modelcontextprotocol/server-memory"]}},
+}
+
+
+def install(home: Path, user_home: Path, *flags: str, cwd: Path | None = None) -> Outcome:
+    return cli(home, "install", "claude-code", *flags, env={"HOME": str(user_home)}, cwd=cwd)
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def handlers(settings: dict[str, Any], event: str) -> list[str]:
+    return [hook["command"] for group in settings["hooks"][event] for hook in group["hooks"]]
+
+
+@pytest.fixture
+def user_home(tmp_path: Path) -> Path:
+    user_home = tmp_path / "user"
+    (user_home / ".claude").mkdir(parents=True)
+    (user_home / ".claude" / "settings.json").write_text(json.dumps(OTHER_SETTINGS), encoding="utf-8")
+    (user_home / ".claude.json").write_text(json.dumps(OTHER_STATE), encoding="utf-8")
+    return user_home
+
+
+def test_installing_for_the_user_adds_our_entries_keeps_the_rest_and_backs_up(home: Path, user_home: Path) -> None:
+    outcome = install(home, user_home)
+    assert outcome.code == 0, outcome.stderr
+    settings, state = read(user_home / ".claude" / "settings.json"), read(user_home / ".claude.json")
+
+    assert {k: v for k, v in settings.items() if k != "hooks"} == {
+        k: v for k, v in OTHER_SETTINGS.items() if k != "hooks"
+    }
+    assert settings["hooks"]["PreToolUse"] == OTHER_SETTINGS["hooks"]["PreToolUse"]
+    [prompt] = handlers(settings, "UserPromptSubmit")
+    assert prompt.endswith(" hook prompt")
+    stop = handlers(settings, "Stop")
+    assert stop[0] == "notify-send done" and stop[1].endswith(" hook stop") and len(stop) == 2
+    assert state["numStartups"] == 12 and state["mcpServers"]["memory"] == OTHER_STATE["mcpServers"]["memory"]
+    assert state["mcpServers"]["memory-mcp"]["type"] == "stdio"
+
+    backups = sorted(p.name for p in user_home.rglob("*.bak"))
+    assert len(backups) == 2
+    [settings_backup] = (user_home / ".claude").glob("settings.json.*.bak")
+    assert read(settings_backup) == OTHER_SETTINGS
+
+    again = install(home, user_home)
+    assert again.code == 0 and again.stdout.count("unchanged") == 2
+    assert read(user_home / ".claude" / "settings.json") == settings
+    assert len(list(user_home.rglob("*.bak"))) == 2, "nothing changed: nothing backed up"
+
+
+def test_installing_again_from_elsewhere_replaces_our_hooks_in_place(home: Path, user_home: Path) -> None:
+    install(home, user_home)
+    install(home, user_home, "--command", "/opt/other/bin/memory-mcp")
+    settings = read(user_home / ".claude" / "settings.json")
+    assert handlers(settings, "UserPromptSubmit") == ["/opt/other/bin/memory-mcp hook prompt"]
+    assert handlers(settings, "Stop") == ["notify-send done", "/opt/other/bin/memory-mcp hook stop"]
+    assert read(user_home / ".claude.json")["mcpServers"]["memory-mcp"]["command"] == "/opt/other/bin/memory-mcp"
+
+
+def test_dry_run_prints_the_result_and_writes_nothing(home: Path, user_home: Path) -> None:
+    before = {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()}
+    outcome = install(home, user_home, "--dry-run")
+    assert outcome.code == 0 and "hook prompt" in outcome.stdout and "would change" in outcome.stdout
+    assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before
+
+
+def test_a_settings_file_that_is_not_json_is_an_error_and_nothing_is_written(home: Path, user_home: Path) -> None:
+    (user_home / ".claude" / "settings.json").write_text("{ // my notes\n}", encoding="utf-8")
+    before = {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()}
+    line = install(home, user_home).error_line()
+    assert "settings.json" in line and "JSON" in line
+    assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before
+
+
+def test_a_project_install_writes_the_projects_files_and_its_entries_run(home: Path, tmp_path: Path) -> None:
+    """What the installer writes is what Claude Code runs: the server entry starts a real stdio
+    session, the Stop hook stores the session and the prompt hook brings it back."""
+    project, user_home = tmp_path / "app", tmp_path / "user"
+    project.mkdir()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"data_storage_path": str(tmp_path / "data")}), encoding="utf-8")
+    outcome = install(home, user_home, "--project", "--project-agent", "--config", str(config), cwd=project)
+    assert outcome.code == 0, outcome.stderr
+    assert not user_home.exists(), "a project install leaves the user's files alone"
+
+    server = read(project / ".mcp.json")["mcpServers"]["memory-mcp"]
+
+    async def tools() -> list[str]:
+        async with connect_command([server["command"], *server["args"]]) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert "retrieve_memory" in run(tools)
+
+    settings = read(project / ".claude" / "settings.json")
+    transcript = Transcript(tmp_path / "session.jsonl", cwd=str(project))
+    coding_session(transcript)
+    [stop] = handlers(settings, "Stop")
+    [prompt] = handlers(settings, "UserPromptSubmit")
+    assert "--project-agent" in stop and str(config) in stop
+    stored = _run_hook(home, stop, transcript.stop_input(), project)
+    assert (stored.code, stored.stdout, stored.stderr) == (0, "", "")
+    recalled = _run_hook(home, prompt, transcript.prompt_input("Which dataframe library?"), project)
+    assert "Polars" in json.loads(recalled.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert list((tmp_path / "data" / "users" / "default" / "agents").iterdir()), "kept under the project's agent"
+
+
+def _run_hook(home: Path, command: str, event: dict[str, Any], cwd: Path) -> Outcome:
+    """The hook's command line exactly as the settings hold it, as Claude Code runs it."""
+    return run_command(shlex.split(command), home, stdin=json.dumps(event), cwd=cwd)
