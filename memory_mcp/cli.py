@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memory_mcp import __version__, hooks, host_setup
-from memory_mcp.config import ConfigError, Settings, load_settings
+from memory_mcp.config import ConfigError, Settings, default_config_path, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError
 from memory_mcp.models import (
     ExportRequest,
@@ -142,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "prompt":
             event.add_argument("--max-tokens", type=int, help="budget of the block (default: max_injection_tokens)")
+    init_help = "write a config file with every setting at its default, each explained, to edit"
+    init = commands.add_parser("init", parents=[shared], help=init_help, description=init_help)
+    init.add_argument(
+        "--path",
+        type=Path,
+        help="where to write it (default: config.json in the data folder, read whenever no --config is given)",
+    )
+    init.add_argument("--force", action="store_true", help="replace a config file already there")
     install_help = "add memory-mcp to a host's settings: its MCP server entry, and for Claude Code its hooks"
     install = commands.add_parser("install", parents=[shared], help=install_help, description=install_help)
     install.add_argument("target", metavar="HOST", choices=["claude-code"], help="the host to add memory-mcp to")
@@ -183,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     if args.command == "hook":
         return _hook(args)
+    if args.command == "init":
+        return _reporting_errors("init", lambda: _init(args))
     try:
         settings = load_settings(getattr(args, "config", None))
     except ConfigError as exc:
@@ -410,6 +420,17 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
         report = copy_memory(reading, writing, checking, resume=args.resume)
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Before any settings are read: the config there may be the broken one being replaced."""
+    path = host_setup.write_config_template((args.path or default_config_path()).expanduser().absolute(), args.force)
+    print(f'wrote {path}: every setting at its default, each explained by the "// name" line above it')
+    if args.path is None:
+        print("memory-mcp reads it whenever it is started without --config")
+    else:
+        print(f"start memory-mcp with --config {path} to use it")
+    return 0
 
 
 def _install(settings: Settings, args: argparse.Namespace) -> int:

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memory_mcp.ids import validate_identifier
 
+DEFAULT_CONFIG_NAME = "config.json"
+COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
+
 
 class ConfigError(Exception):
     """The configuration cannot be used; the message is one line naming the field."""
@@ -191,14 +194,45 @@ def default_data_path(environ: Mapping[str, str]) -> Path:
     return Path(home).expanduser() if home else Path("~/.memory-mcp").expanduser()
 
 
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The config read when no --config is given (if it exists): config.json in the data folder."""
+    return default_data_path(os.environ if environ is None else environ) / DEFAULT_CONFIG_NAME
+
+
+def config_template(model: type[BaseModel] = Settings) -> dict[str, object]:
+    """Every setting at its default, each after a "// name" key saying what it does: the
+    commented config `memory-mcp init` writes (the loader skips such keys)."""
+    template: dict[str, object] = {}
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            template[name] = config_template(annotation)
+            continue
+        template[f"{COMMENT_PREFIX} {name}"] = field.description or ""
+        default = field.get_default(call_default_factory=True)
+        template[name] = (
+            None if name == "data_storage_path" else (str(default) if isinstance(default, Path) else default)
+        )
+    return template
+
+
+def _without_comments(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_comments(v) for k, v in value.items() if not str(k).startswith(COMMENT_PREFIX)}
+    return value
+
+
 def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read the config file (optional) and the environment into validated settings.
+    """Read the config file (the one given, else config.json in the data folder if there is
+    one) and the environment into validated settings.
 
     Secrets may live only in the environment: OPENAI_API_KEY and OPENAI_BASE_URL fill the
     fields the file leaves empty. Relative paths are taken from the config file's folder.
     """
     environ = os.environ if environ is None else environ
     raw: dict[str, object] = {}
+    if path is None and default_config_path(environ).is_file():
+        path = default_config_path(environ)
     if path is not None:
         raw = _read_config_file(path)
     if raw.get("data_storage_path") is None:
@@ -244,7 +278,7 @@ def _read_config_file(path: Path) -> dict[str, object]:
         raise ConfigError(f"config file {path}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path}: must hold a JSON object")
-    return raw
+    return _without_comments(raw)  # type: ignore[return-value]
 
 
 def _describe_validation_error(exc: ValidationError, path: Path | None) -> str:

@@ -1,4 +1,5 @@
-"""Putting memory-mcp into Claude Code's settings: the MCP server entry and the two hooks.
+"""Setting memory-mcp up: its own config file to edit, and its entries in Claude Code's settings
+(the MCP server and the two hooks).
 
 Claude Code reads hooks from settings.json (the user's ~/.claude/settings.json, or a project's
 .claude/settings.json) and MCP servers from ~/.claude.json (user scope) or a project's .mcp.json.
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_mcp.clock import utc_now
+from memory_mcp.config import config_template
 from memory_mcp.errors import InvalidInput
 from memory_mcp.store.durable import atomic_write, ensure_directory
 
@@ -36,6 +38,16 @@ class SettingsChange:
     content: dict[str, Any]
     changed: bool
     backup: Path | None = None
+
+
+def write_config_template(path: Path, replace: bool) -> Path:
+    """Write the commented config (every setting at its default) at `path`; refuse to replace a
+    config already there unless told to."""
+    if path.exists() and not replace:
+        raise InvalidInput(f"{path} already exists; edit it, or pass --force to replace it with the defaults")
+    ensure_directory(path.parent)
+    atomic_write(path, (json.dumps(config_template(), indent=2) + "\n").encode())
+    return path
 
 
 def memory_command() -> list[str]:

@@ -1,0 +1,65 @@
+"""The distribution as a user installs it: the built wheel in a fresh virtual environment, with
+nothing of this checkout on the path, answers --version and serves a stdio session."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from project import PROJECT_ROOT
+from stdio_helpers import connect_command, ok, run
+
+from memory_mcp import __version__
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+DISTRIBUTION = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+
+
+def _sh(*command: str | Path, cwd: Path | None = None) -> str:
+    completed = subprocess.run(
+        [str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=840, check=False
+    )
+    assert completed.returncode == 0, f"{command} failed:\n{completed.stdout[-2000:]}\n{completed.stderr[-4000:]}"
+    return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the sources (a build writes into its source tree),
+    installed with its dependencies into a new venv; its bin directory."""
+    work = tmp_path_factory.mktemp("packaging")
+    tracked = _sh("git", "ls-files", cwd=PROJECT_ROOT).split()
+    for name in tracked:
+        (work / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT_ROOT / name, work / "src" / name)
+    _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", work / "dist", work / "src")
+    [wheel] = (work / "dist").glob("*.whl")
+    assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-" + __version__)
+    _sh(sys.executable, "-m", "venv", work / "venv")
+    _sh(work / "venv" / "bin" / "python", "-m", "pip", "install", "--quiet", wheel)
+    return work / "venv" / "bin"
+
+
+def test_the_installed_commands_answer_version(fresh_install: Path) -> None:
+    for command in ("memory-mcp", DISTRIBUTION):
+        assert _sh(fresh_install / command, "--version").strip() == f"memory-mcp {__version__}"
+
+
+def test_the_installed_server_serves_a_session_from_outside_the_checkout(fresh_install: Path, tmp_path: Path) -> None:
+    async def session() -> tuple[str, list[str]]:
+        env = {"HOME": str(tmp_path)}
+        async with connect_command([str(fresh_install / "memory-mcp")], env, cwd=tmp_path) as client:
+            ok(await client.call_tool("add_memory", {"user_input": "My cat is Miso", "agent_response": "Cute"}))
+            recalled = ok(await client.call_tool("retrieve_memory", {"query": "what is my cat called?"}))
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            return recalled["context"], tools
+
+    context, tools = run(session, timeout=120)
+    assert "My cat is Miso" in context and "add_memory" in tools
+    imported_from = _sh(fresh_install / "python", "-c", "import memory_mcp; print(memory_mcp.__file__)", cwd=tmp_path)
+    assert str(PROJECT_ROOT) not in imported_from, "the installed copy served, not this checkout"
