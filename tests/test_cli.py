@@ -8,6 +8,7 @@ or a script sees: exit code, stdout (tables, or JSON with --json) and stderr (on
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -249,7 +250,11 @@ def test_every_error_exits_non_zero_with_one_stderr_line_naming_the_problem(
     memoryos = tmp_path / "not-memoryos"
     memoryos.mkdir()
     cases: dict[str, tuple[list[str | Path], list[str]]] = {
-        "show unknown user": (["show", "ghost"], ["ghost"]),
+        "show unknown user": (["show", "ghost"], ["ghost", "`memory-mcp users`"]),
+        "show bad user": (["show", "../etc"], ["user_id", "must match", "../etc"]),
+        "show bad agent": (["show", "alice", "--agent", "a b"], ["--agent", "must match"]),
+        "search bad user": (["search", "a.b", "anything"], ["user_id", "must match"]),
+        "flush bad user": (["flush", "a/b"], ["user_id", "must match"]),
         "show unknown agent": (["show", "alice", "--agent", "nobot"], ["alice/nobot"]),
         "search unknown user": (["search", "ghost", "anything"], ["ghost"]),
         "export unknown user": (["export", "ghost"], ["ghost"]),
@@ -291,6 +296,7 @@ def test_every_error_exits_non_zero_with_one_stderr_line_naming_the_problem(
     for (name, (_, expected)), outcome in zip(cases.items(), outcomes):
         line = outcome.error_line()
         assert line.startswith("memory-mcp"), f"{name}: {line}"
+        assert "memory_status" not in line, f"{name}: a tool name where a command is meant: {line}"
         assert "hunter2" not in line, f"{name}: the database password was shown"
         for part in expected:
             assert part in line, f"{name}: {part!r} not in {line!r}"
@@ -320,7 +326,7 @@ def test_an_import_file_with_over_deep_meta_data_is_one_error_line_and_erases_no
     path = tmp_path / "deep.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     before = snapshot(home)
-    outcome = cli(home, "import", path, "--mode", "replace")
+    outcome = cli(home, "import", path, "--mode", "replace", "--yes")
     try:
         assert "meta_data" in outcome.error_line()
     finally:
@@ -347,7 +353,7 @@ def test_import_into_another_user_with_replace_and_a_deerflow_memory_json(
         home,
         [
             ["import", export_file, "--user", "bob", "--json"],
-            ["import", export_file, "--mode", "replace"],
+            ["import", export_file, "--mode", "replace", "--yes"],
             ["import", deerflow_file, "--user", "dana"],
         ],
     )
@@ -502,8 +508,49 @@ def test_flush_without_and_with_an_llm(home: Path, service: MemoryService, tmp_p
     everyone = cli(home, "flush", "--config", config)
     assert everyone.code == 0, everyone.stderr
     assert "alice: extraction server; analysed 0 exchanges" in everyone.stdout
-    assert "bob: extraction server; analysed 1 exchanges" in everyone.stdout
+    assert "bob: extraction server; analysed 1 exchange " in everyone.stdout
     assert "0 still pending" in everyone.stdout
 
     nobody = cli(tmp_path / "empty-home", "flush")
     assert nobody.code == 0 and "nothing to flush" in nobody.stdout
+
+
+def test_show_refuses_a_negative_number_of_exchanges(home: Path, service: MemoryService) -> None:
+    seed(service)
+    outcome = cli(home, "show", "alice", "--pages", "-1")
+    assert outcome.code == 2 and "--pages: must be a whole number, 0 or more" in outcome.stderr
+    assert outcome.stdout == ""
+
+
+def test_import_replace_asks_first_and_goes_ahead_with_yes(home: Path, service: MemoryService, tmp_path: Path) -> None:
+    seed(service)
+    replacement = tmp_path / "replacement.json"
+    replacement.write_text(
+        json.dumps(
+            {
+                "format": "memory-mcp/export",
+                "version": 1,
+                "exported_at": "",
+                "user_id": "alice",
+                "memory": {},
+                "pages": [{"page_id": "p1", "user_input": "hi", "agent_response": "yo", "timestamp": "2024-01-01"}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    before = snapshot(home)
+    refused = cli(home, "import", replacement, "--mode", "replace")
+    assert refused.code == 1 and "--yes" in refused.stderr
+    assert snapshot(home) == before, "nothing replaced without confirmation"
+
+    done = cli(home, "import", replacement, "--mode", "replace", "--yes")
+    assert done.code == 0, done.stderr
+    assert "Imported 1 exchange and 0 facts (replace)." in done.stdout, "one exchange, in the singular"
+    assert re.search(r"^\s*1 user\s*$", cli(home, "users").stdout, re.MULTILINE), "the table says 1 user"
+
+
+def test_token_files_are_private_and_times_are_in_the_one_stored_form(home: Path) -> None:
+    cli(home, "token", "add", "alice")
+    assert oct((home / "tokens.json.lock").stat().st_mode & 0o777) == "0o600"
+    [record] = json.loads(cli(home, "token", "list", "--json").stdout)
+    assert record["created"].endswith("Z") and len(record["created"]) == len("2026-11-24T02:21:01Z")

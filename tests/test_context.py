@@ -16,7 +16,7 @@ from memory_mcp.context import FRAME, SHORTENED, build_context, escape
 from memory_mcp.models import AddMemoryRequest, Fact, MemoryDocument, Page, RetrieveMemoryRequest, Section
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.tokens import TokenCounter, estimate_tokens
+from memory_mcp.tokens import OFFLINE_ENCODING, TokenCounter, estimate_tokens, offline_encoding
 
 CHINESE = "用户喜欢在周末去山里徒步，并且总是带着一只叫小白的狗。"
 
@@ -75,8 +75,22 @@ def test_tiktoken_counts_exactly_with_the_bundled_encoding() -> None:
     assert counter.count("This is a test string to count tokens accurately using tiktoken.") == 13
 
 
+def test_the_encoding_read_in_place_is_tiktokens_own_cl100k() -> None:
+    import tiktoken
+
+    reference = tiktoken.get_encoding(OFFLINE_ENCODING)
+    ours = offline_encoding()
+    for text in [
+        "hello world",
+        "Ça va? 你好，世界! <|endoftext|>\n\n  x ",
+        "def f(x):\n    return x**2  # 🙂",
+        "a" * 3000,
+    ]:
+        assert ours.encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=()), text
+
+
 def run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run `code` in a fresh interpreter with an empty tiktoken cache and no network at all."""
+    """Run `code` in a fresh interpreter with no network at all and an empty temp directory."""
     guard = (
         "import socket\n"
         "def _refuse(*a, **k): raise OSError('network used')\n"
@@ -84,12 +98,13 @@ def run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         "socket.getaddrinfo = _refuse\n"
         "socket.create_connection = _refuse\n"
     )
-    env = {"TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"), "PATH": "/usr/bin:/bin"}
+    (tmp_path / "temp").mkdir(exist_ok=True)
+    env = {"TMPDIR": str(tmp_path / "temp"), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-c", guard + code], capture_output=True, text=True, timeout=60, env=env)
 
 
 @pytest.mark.integration
-def test_tiktoken_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
+def test_tiktoken_loads_with_no_network_and_writes_no_cache(tmp_path: Path) -> None:
     done = run_isolated(
         "from memory_mcp.tokens import TokenCounter\n"
         "c = TokenCounter('tiktoken')\n"
@@ -99,6 +114,7 @@ def test_tiktoken_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["tiktoken", "2"]
     assert "network used" not in done.stderr
+    assert list((tmp_path / "temp").iterdir()) == [], "nothing copied into the shared temp directory"
 
 
 @pytest.mark.integration

@@ -9,6 +9,7 @@ balancer the truth, and SIGTERM finishes pending memory updates before the proce
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from http_helpers import (
     tool_call,
 )
 from scripted_llm import ScriptedLLM, reply
-from stdio_helpers import add, ok, recall, run, snapshot, write_config
+from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, add, ok, recall, run, snapshot, write_config
 
 from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
 from memory_mcp.config import Settings, load_settings
@@ -270,3 +271,39 @@ def test_the_mcp_layer_binds_every_request_to_the_token_user_even_past_the_http_
     assert stored_inputs(tmp_path / "data", "bob") == []
     assert json.loads(facts["result"]["contents"][0]["text"])["user_id"] == "alice"
     assert [user["user_id"] for user in status["result"]["structuredContent"]["users"]] == ["alice"]
+
+
+def _instructions(url: str, token: str | None) -> str:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": HANDSHAKE_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    status, _, body = post_jsonrpc(url, initialize, token)
+    assert status == 200, body
+    return str(body["result"]["instructions"])
+
+
+def test_the_instructions_say_whose_memory_a_call_reaches(config: Path, tmp_path: Path) -> None:
+    with HttpServer(config, tmp_path / "open.log") as server:
+        assert "pass each one's user_id" in _instructions(server.url, None)
+    token = issue_token(config, "alice")
+    with HttpServer(config, tmp_path / "tokens.log") as server:
+        told = _instructions(server.url, token)
+    assert "your access token decides whose: leave user_id out" in told and "pass each one's user_id" not in told
+
+
+def test_a_busy_port_is_an_error_before_anything_says_it_listens(config: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = memory_mcp(config, "--transport", "streamable-http", "--port", str(port))
+    assert refused.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr and "--port" in refused.stderr
+    assert "listening on" not in refused.stderr

@@ -17,6 +17,7 @@ from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, StorageError
 from memory_mcp.models import MemoryDocument, MigrationReport, Page, ScopeMigration
 from memory_mcp.store import MemoryStore, Scope, open_store
+from memory_mcp.wording import plural
 
 Backend = Literal["json", "postgres"]
 # One append is one statement on PostgreSQL: keep it far from the 1 GB message limit and well
@@ -76,7 +77,7 @@ def copy_memory(
     pages_copied = sum(each.pages_copied for each in copied)
     facts = sum(each.facts for each in copied)
     message = (
-        f"Migrated {len(scopes)} scopes: {pages} exchanges ({pages_copied} copied now) and {facts} facts, "
+        f"Migrated {plural(len(scopes), 'scope')}: {plural(pages, 'exchange')} ({pages_copied} copied now) and {plural(facts, 'fact')}, "
         "verified against the source."
         if scopes
         else "The source holds no memory: nothing was migrated."

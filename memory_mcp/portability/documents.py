@@ -27,6 +27,7 @@ from memory_mcp.models import (
     Section,
 )
 from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.wording import plural
 
 
 @dataclass
@@ -193,5 +194,5 @@ def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> I
         facts_added=counts.facts_added,
         facts_skipped=counts.facts_skipped,
         agents=sorted(document.agents),
-        message=f"Imported {counts.pages_added} exchanges and {counts.facts_added} facts ({mode}).",
+        message=f"Imported {plural(counts.pages_added, 'exchange')} and {plural(counts.facts_added, 'fact')} ({mode}).",
     )

@@ -120,8 +120,8 @@ sys.path.insert(0, sys.argv[2])
 import memory_mcp.cli, memory_mcp.server, memory_mcp.service  # what server.py imports
 import numpy, sklearn.feature_extraction.text, tiktoken  # what the first retrieve imports
 import openai  # what the first update imports
-from memory_mcp.tokens import OFFLINE_ENCODING
-tiktoken.get_encoding(OFFLINE_ENCODING)
+from memory_mcp.tokens import offline_encoding
+offline_encoding()
 control = socket.socket(fileno=int(sys.argv[1]))
 control.send(b"ready")
 while True:
