@@ -9,13 +9,13 @@ machine can write to: nothing of the counter is written anywhere.)
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib.resources
 import logging
 import math
 import re
 import threading
+from binascii import a2b_base64
 from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any, Literal
@@ -110,7 +110,7 @@ def offline_encoding() -> Any:
     data = importlib.resources.files(package).joinpath(name).read_bytes()
     if hashlib.sha256(data).hexdigest() != CL100K_SHA256:
         raise ValueError(f"{package}/{name} is not the published cl100k_base file (its hash differs)")
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    ranks = {a2b_base64(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     return tiktoken.Encoding(
         name=OFFLINE_ENCODING,
         pat_str=CL100K_PATTERN,

@@ -3,6 +3,7 @@ nothing of this checkout on the path, answers --version and serves a stdio sessi
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -29,15 +30,21 @@ def _sh(*command: str | Path, cwd: Path | None = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from a copy of the sources (a build writes into its source tree),
-    installed with its dependencies into a new venv; its bin directory."""
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tracked sources: a build writes into its source tree, never into this one."""
+    copy = tmp_path_factory.mktemp("sources")
+    for name in _sh("git", "ls-files", cwd=PROJECT_ROOT).split():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT_ROOT / name, copy / name)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def fresh_install(sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from the sources, installed with its dependencies into a new venv; its
+    bin directory."""
     work = tmp_path_factory.mktemp("packaging")
-    tracked = _sh("git", "ls-files", cwd=PROJECT_ROOT).split()
-    for name in tracked:
-        (work / "src" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT_ROOT / name, work / "src" / name)
-    _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", work / "dist", work / "src")
+    _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", work / "dist", sources)
     [wheel] = (work / "dist").glob("*.whl")
     assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-" + __version__)
     _sh(sys.executable, "-m", "venv", work / "venv")
@@ -63,3 +70,19 @@ def test_the_installed_server_serves_a_session_from_outside_the_checkout(fresh_i
     assert "My cat is Miso" in context and "add_memory" in tools
     imported_from = _sh(fresh_install / "python", "-c", "import memory_mcp; print(memory_mcp.__file__)", cwd=tmp_path)
     assert str(PROJECT_ROOT) not in imported_from, "the installed copy served, not this checkout"
+
+
+def test_uvx_runs_the_command_straight_from_the_sources(sources: Path, tmp_path: Path) -> None:
+    uvx = Path(sys.executable).with_name("uvx")
+    env = {**os.environ, "UV_CACHE_DIR": str(Path(sys.prefix) / "uv-cache")}
+    done = subprocess.run(
+        [str(uvx), "--from", str(sources), "memory-mcp", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == f"memory-mcp {__version__}"
