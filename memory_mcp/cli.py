@@ -7,7 +7,9 @@ server and every subcommand share.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import io
 import json
 import logging
 import os
@@ -38,6 +40,7 @@ from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.service import MemoryService
 
 log = logging.getLogger("memory_mcp")
+OPTIONS_WITH_VALUES = {"--config", "--log-level", "--transport", "--host", "--port"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     install = commands.add_parser("install", parents=[shared], help=install_help, description=install_help)
     install.add_argument("target", metavar="HOST", choices=["claude-code"], help="the host to add memory-mcp to")
     install.add_argument(
-        "--project", action="store_true", help="this folder's .claude/settings.json and .mcp.json, not the user's"
+        "--project", action="store_true", help="for this folder only (its .claude/settings.local.json), not everywhere"
     )
     install.add_argument(
         "--project-agent", action="store_true", help="hooks keep each project's memory apart (see hook --help)"
@@ -188,14 +191,32 @@ def _count(text: str) -> int:
     return value
 
 
+def _command_word(arguments: Sequence[str]) -> str | None:
+    """The command a command line runs: its first word that is neither an option nor an option's value."""
+    words = iter(arguments)
+    for word in words:
+        if word in OPTIONS_WITH_VALUES:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    try:
+    if _command_word(arguments) == "hook":
+        # Exit status 2, argparse's for a bad command line, would make Claude Code drop the prompt.
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = build_parser().parse_args(arguments)
+        except SystemExit as exc:
+            if exc.code:
+                print(said.getvalue().strip().splitlines()[-1], file=sys.stderr)
+                return 0
+            raise
+    else:
         args = build_parser().parse_args(arguments)
-    except SystemExit as exc:
-        if exc.code and "hook" in arguments[:1]:
-            return 0  # argparse said what is wrong; exit status 2 would make Claude Code drop the prompt
-        raise
     level = getattr(args, "log_level", None) or ("INFO" if args.command is None else "WARNING")
     # stdout belongs to the protocol (or the command's output): every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -239,7 +260,7 @@ def _hook(args: argparse.Namespace) -> int:
         settings = load_settings(getattr(args, "config", None))
         event = hooks.read_hook_input(sys.stdin.read())
         agent = hooks.project_agent(event.cwd or os.getcwd()) if args.project_agent else args.agent
-        service = MemoryService(settings)
+        service = MemoryService(settings, short_lived=True)
         try:
             if args.hook_event == "prompt":
                 context = hooks.prompt_context(service, event, args.user, agent, args.max_tokens)
@@ -418,8 +439,10 @@ def _confirmed(question: str, users: list[str]) -> bool:
     if not sys.stdin.isatty():
         raise InvalidInput("pass --yes to do this without being asked (no terminal to ask on)")
     expected = users[0] if len(users) == 1 else "yes"
-    answer = input(f"{question}? Type {'the user id' if len(users) == 1 else 'yes'} to confirm: ")
-    return answer.strip() == expected
+    # On stderr: stdout may be a file (--json > out.json), and the question must reach the person.
+    print(f"{question}? Type {'the user id' if len(users) == 1 else 'yes'} to confirm: ", end="", file=sys.stderr)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip() == expected
 
 
 def _forget(service: MemoryService, args: argparse.Namespace) -> int:
@@ -482,7 +505,7 @@ def _install(settings: Settings, args: argparse.Namespace) -> int:
     if args.dry_run:
         for change in changes:
             state = "would change" if change.changed else "unchanged"
-            print(f"# {change.path} ({state})\n{json.dumps(change.content, indent=2, ensure_ascii=False)}")
+            print(f"# {change.path} ({state}): our entries\n{json.dumps(change.ours, indent=2, ensure_ascii=False)}")
         return 0
     for change in host_setup.apply(changes):
         if change.changed:

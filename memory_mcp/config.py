@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memory_mcp.ids import validate_identifier
 
 DEFAULT_CONFIG_NAME = "config.json"
+# Settings the environment fills when the config file leaves them empty (secrets stay off disk).
+FROM_ENVIRONMENT = {
+    "openai_api_key": "OPENAI_API_KEY",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "llm_model": "MEMORY_MCP_LLM_MODEL",
+}
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 
@@ -208,11 +214,13 @@ def config_template(model: type[BaseModel] = Settings) -> dict[str, object]:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             template[name] = config_template(annotation)
             continue
-        template[f"{COMMENT_PREFIX} {name}"] = field.description or ""
         default = field.get_default(call_default_factory=True)
-        template[name] = (
-            None if name == "data_storage_path" else (str(default) if isinstance(default, Path) else default)
-        )
+        explanation = field.description or ""
+        if name in FROM_ENVIRONMENT and default is not None:
+            explanation += f" null: ${FROM_ENVIRONMENT[name]} if set, else {json.dumps(default)}."
+        template[f"{COMMENT_PREFIX} {name}"] = explanation
+        # What the environment can give, and the data folder, stay null: the file then never hides them.
+        template[name] = None if name in FROM_ENVIRONMENT or name == "data_storage_path" else default
     return template
 
 
@@ -237,11 +245,9 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         raw = _read_config_file(path)
     if raw.get("data_storage_path") is None:
         raw.pop("data_storage_path", None)  # null means the default, which honours $MEMORY_MCP_HOME
-    for field, variable in (
-        ("openai_api_key", "OPENAI_API_KEY"),
-        ("openai_base_url", "OPENAI_BASE_URL"),
-        ("llm_model", "MEMORY_MCP_LLM_MODEL"),
-    ):
+    for field, variable in FROM_ENVIRONMENT.items():
+        if raw.get(field) is None:
+            raw.pop(field, None)  # null: the environment's value, else the default
         if not raw.get(field) and environ.get(variable):
             raw[field] = environ[variable]
     storage = raw.get("storage", {})

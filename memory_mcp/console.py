@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from memory_mcp.access import TokenRecord
@@ -39,7 +40,7 @@ COMMAND_FOR_TOOL = {
 def note_line(note: str) -> None:
     for tool, command in COMMAND_FOR_TOOL.items():
         note = note.replace(tool, f"`{command}`")
-    out.print(f"[dim]{note}[/dim]", highlight=False)
+    out.print(f"[dim]{escape(note)}[/dim]", highlight=False)  # a note may hold brackets: text, not markup
 
 
 def status(result: StatusResult) -> None:

@@ -35,6 +35,7 @@ from memory_mcp.store import Scope
 
 # Claude Code keeps at most this much of a hook's context inline; more becomes a file reference.
 MAX_HOOK_OUTPUT_CHARS = 10_000
+CLIPPED = " […]"
 PROJECT_AGENT_CHARS = 40
 
 
@@ -76,34 +77,54 @@ def prompt_context(
     )
     if not service.is_stored(request.user_id, request.agent_name):
         return ""
-    result = service.retrieve_memory(request)
-    if not result.context:
+    context = service.retrieve_memory(request).context
+    while len(context) > MAX_HOOK_OUTPUT_CHARS:  # dense text: a smaller budget, never a cut block
+        request = request.model_copy(update={"max_tokens": request.max_tokens * 3 // 4})
+        context = service.retrieve_memory(request).context
+    if not context:
         return ""
-    output = {
-        "hookSpecificOutput": {
-            "hookEventName": "UserPromptSubmit",
-            "additionalContext": result.context[:MAX_HOOK_OUTPUT_CHARS],
-        }
-    }
-    return json.dumps(output, ensure_ascii=False)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": context}},
+        ensure_ascii=False,
+    )
 
 
 def remember_session(
     service: MemoryService, event: HookInput, user_id: str | None, agent_name: str | None
 ) -> tuple[ImportResult, str] | None:
-    """Store the session's exchanges not stored yet, and say which is the newest; nothing when
-    another Stop hook is what made Claude go on (that turn is stored when it really stops)."""
-    if event.stop_hook_active or not event.transcript_path or not event.session_id:
+    """Store the session's finished exchanges not stored yet, and say which is the newest.
+
+    A stored exchange is never rewritten, so the newest turn waits until its final reply is
+    certain: the hook's `last_assistant_message`, on a Stop that no other hook turned into a
+    continuation (`stop_hook_active`). Until then a later Stop stores it; every earlier turn is
+    finished. Text beyond max_text_chars is cut with a marker, so one huge paste cannot keep the
+    rest of the session out."""
+    if not event.transcript_path or not event.session_id:
         return None
-    pages = session_exchanges(Path(event.transcript_path), event.session_id, event.last_assistant_message)
+    final = None if event.stop_hook_active else event.last_assistant_message
+    pages = session_exchanges(Path(event.transcript_path), event.session_id, final)
     if not pages:
         return None
+    limit = service.settings.max_text_chars
+    pages = [
+        page.model_copy(
+            update={
+                "user_input": _clipped(page.user_input, limit),
+                "agent_response": _clipped(page.agent_response, limit),
+            }
+        )
+        for page in pages
+    ]
     scope = service.resolve_scope(user_id, agent_name)
     document = ExportDocument(
         exported_at=utc_now(), user_id=scope.user_id, agent_name=scope.agent_name, memory=MemoryDocument(), pages=pages
     )
     result = service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
     return result, pages[-1].page_id
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - len(CLIPPED)] + CLIPPED
 
 
 def update_when_quiet(settings: Settings, scope: Scope, newest_page: str) -> None:

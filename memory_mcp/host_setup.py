@@ -1,8 +1,9 @@
 """Setting memory-mcp up: its own config file to edit, and its entries in Claude Code's settings
 (the MCP server and the two hooks).
 
-Claude Code reads hooks from settings.json (the user's ~/.claude/settings.json, or a project's
-.claude/settings.json) and MCP servers from ~/.claude.json (user scope) or a project's .mcp.json.
+Claude Code reads hooks from settings files (the user's ~/.claude/settings.json, or a project's
+.claude/settings.local.json) and MCP servers from ~/.claude.json (for the user, or under
+"projects" for one project).
 Installing merges our entries into those files and leaves everything else in them as it was;
 installing again replaces our entries in place, so it never adds a second copy. A file that is
 changed is first copied aside, and a file that is not valid JSON is never touched.
@@ -37,6 +38,7 @@ class SettingsChange:
     path: Path
     content: dict[str, Any]
     changed: bool
+    ours: dict[str, Any]  # our entries alone: what a dry run shows (the rest may hold secrets)
     backup: Path | None = None
 
 
@@ -62,38 +64,44 @@ def memory_command() -> list[str]:
 def claude_code_changes(
     home: Path, project: Path | None, command: list[str], config: Path | None, project_agent: bool
 ) -> list[SettingsChange]:
-    """What installing into Claude Code would make of its settings files (nothing is written)."""
-    if project is None:
-        hooks_file, servers_file = home / ".claude" / "settings.json", home / ".claude.json"
-    else:
-        hooks_file, servers_file = project / ".claude" / "settings.json", project / ".mcp.json"
+    """What installing into Claude Code would make of its settings files (nothing is written).
+
+    For the user: ~/.claude/settings.json and ~/.claude.json. For one project: its
+    .claude/settings.local.json and the project's entry in ~/.claude.json, both private to this
+    user, since the command lines hold paths of this machine (a teammate's would differ)."""
     options = ["--config", str(config.resolve())] if config is not None else []
     server = {"type": "stdio", "command": command[0], "args": [*command[1:], *options]}
     hook_flags = [*options, *(["--project-agent"] if project_agent else [])]
+    hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
+    where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        _change(hooks_file, lambda settings: _with_hooks(settings, command, hook_flags)),
-        _change(servers_file, lambda settings: _with_server(settings, server)),
+        _change(hooks_file, lambda settings: _with_hooks(settings, command, hook_flags), _our_hooks),
+        _change(
+            home / ".claude.json", lambda state: _with_server(state, where, server), lambda s: _our_server(s, where)
+        ),
     ]
 
 
 def apply(changes: list[SettingsChange]) -> list[SettingsChange]:
-    """Write the changed files, each after copying the old one aside; the same list, with backups."""
+    """Write the changed files, each after copying the old one aside, through any symbolic link
+    (a settings file kept in a dotfiles folder stays there); the same list, with backups."""
     stamp = utc_now().replace(":", "").replace("-", "")
     for change in changes:
         if not change.changed:
             continue
-        ensure_directory(change.path.parent)
-        if change.path.exists():
-            change.backup = change.path.with_name(f"{change.path.name}.{stamp}.bak")
-            atomic_write(change.backup, change.path.read_bytes())
-        atomic_write(change.path, (json.dumps(change.content, indent=2, ensure_ascii=False) + "\n").encode())
+        target = change.path.resolve()
+        ensure_directory(target.parent)
+        if target.exists():
+            change.backup = target.with_name(f"{target.name}.{stamp}.bak")
+            atomic_write(change.backup, target.read_bytes())
+        atomic_write(target, (json.dumps(change.content, indent=2, ensure_ascii=False) + "\n").encode())
     return changes
 
 
-def _change(path: Path, merge: Any) -> SettingsChange:
+def _change(path: Path, merge: Any, ours: Any) -> SettingsChange:
     current = _read(path)
     merged = merge(json.loads(json.dumps(current)))
-    return SettingsChange(path, merged, changed=merged != current)
+    return SettingsChange(path, merged, changed=merged != current, ours=ours(merged))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -108,22 +116,31 @@ def _read(path: Path) -> dict[str, Any]:
     return content
 
 
+def _object(parent: dict[str, Any], key: str, what: str) -> dict[str, Any]:
+    value = parent.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{what} is not a JSON object; fix it, then install again")
+    return value
+
+
 def _with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) -> dict[str, Any]:
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InvalidInput("the settings' hooks are not a JSON object; fix them, then install again")
+    hooks = _object(settings, "hooks", "the settings' hooks")
     for event, (name, timeout) in HOOKS.items():
-        handler = {"type": "command", "command": shlex.join([*command, "hook", name, *flags]), "timeout": timeout}
-        groups = [group for group in hooks.get(event, []) if isinstance(group, dict)]
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list) or not all(
+            isinstance(group, dict) and isinstance(group.get("hooks", []), list) for group in groups
+        ):
+            raise InvalidInput(f"hooks.{event} is not a list of hook groups; fix it, then install again")
         ours = [
             (group, index)
             for group in groups
             for index, existing in enumerate(group.get("hooks", []))
             if isinstance(existing, dict) and OUR_HOOK.search(str(existing.get("command", "")))
         ]
+        handler = {"type": "command", "command": shlex.join([*command, "hook", name, *flags]), "timeout": timeout}
         if ours:
             group, index = ours[0]
-            group["hooks"][index] = handler
+            group["hooks"][index] = {**group["hooks"][index], "type": "command", "command": handler["command"]}
             for extra_group, extra_index in reversed(ours[1:]):
                 del extra_group["hooks"][extra_index]
         else:
@@ -132,9 +149,30 @@ def _with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) 
     return settings
 
 
-def _with_server(settings: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
-    servers = settings.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise InvalidInput("mcpServers is not a JSON object; fix it, then install again")
-    servers[SERVER_NAME] = server
-    return settings
+def _with_server(state: dict[str, Any], where: list[str], server: dict[str, Any]) -> dict[str, Any]:
+    scope = state
+    for key in where:
+        scope = _object(scope, key, "/".join(where[: where.index(key) + 1]))
+    servers = _object(scope, "mcpServers", "mcpServers")
+    existing = servers.get(SERVER_NAME)
+    servers[SERVER_NAME] = {**existing, **server} if isinstance(existing, dict) else server  # keeps its env
+    return state
+
+
+def _our_hooks(settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        event: [
+            handler
+            for group in settings["hooks"].get(event, [])
+            for handler in group.get("hooks", [])
+            if OUR_HOOK.search(str(handler.get("command", "")))
+        ]
+        for event in HOOKS
+    }
+
+
+def _our_server(state: dict[str, Any], where: list[str]) -> dict[str, Any]:
+    scope = state
+    for key in where:
+        scope = scope[key]
+    return {"mcpServers": {SERVER_NAME: scope["mcpServers"][SERVER_NAME]}}

@@ -94,14 +94,16 @@ EMPTY_PROFILE_HOST_NOTE = (
 class MemoryService:
     """Stores exchanges per user, ranks them against queries, and serves the structured profile."""
 
-    def __init__(self, settings: Settings, store: MemoryStore | None = None) -> None:
+    def __init__(self, settings: Settings, store: MemoryStore | None = None, short_lived: bool = False) -> None:
+        """`short_lived`: a process that ends after one call (a hook) queues no background analysis
+        of sessions in demand, which it would not live to run."""
         self.settings = settings
         self._owns_store = store is None
         self.store: MemoryStore = store if store is not None else open_store(settings)
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updates = UpdateRunner(settings, self.store, self.extraction_on)
         self._recall = PageRecall(
-            settings, self.store, on_hot=self._updates.analyse_soon if self.extraction_on else None
+            settings, self.store, on_hot=self._updates.analyse_soon if self.extraction_on and not short_lived else None
         )
 
     @property

@@ -79,10 +79,32 @@ def test_stop_takes_the_final_reply_from_the_hook_when_the_transcript_lags(home:
     assert stored(home, Scope("default")) == [("Which port does the dev server use?", "Port 5173.", session.session_id)]
 
 
-def test_stop_does_nothing_while_another_stop_hook_keeps_claude_going(home: Path, transcript: Transcript) -> None:
-    outcome = hook(home, "stop", transcript.stop_input(stop_hook_active=True))
-    assert (outcome.code, outcome.stdout, outcome.stderr) == (0, "", "")
-    assert not (home / "users").exists()
+def test_the_newest_turn_waits_until_its_final_reply_is_certain(home: Path, transcript: Transcript) -> None:
+    """While another Stop hook keeps Claude going, or when Claude Code sends no last message, the
+    newest reply may not be the last word: the finished turns are stored, the newest one later."""
+    first_prompt = "Why does the parser drop the last line of the CSV? We use Polars here, never pandas."
+    for event in (transcript.stop_input(stop_hook_active=True), transcript.stop_input(sends_last_message=False)):
+        outcome = hook(home, "stop", event)
+        assert (outcome.code, outcome.stdout, outcome.stderr) == (0, "", "")
+        assert [said for said, _, _ in stored(home, Scope("default"))] == [first_prompt]
+
+    hook(home, "stop", transcript.stop_input())
+    assert stored(home, Scope("default"))[-1][:2] == (
+        "Thanks. Remember that our CI runs on Python 3.11.",
+        "Noted: CI runs on Python 3.11.",
+    )
+
+
+def test_a_huge_paste_is_stored_shortened_and_keeps_nothing_else_out(home: Path, tmp_path: Path) -> None:
+    session = Transcript(tmp_path / "session.jsonl")
+    session.prompt("Here is the whole log: " + "x" * 150_000)
+    session.reply(text("The log shows a timeout."))
+    session.prompt("What next?")
+    session.reply(text("Raise the timeout."))
+    outcome = hook(home, "stop", session.stop_input())
+    assert (outcome.code, outcome.stderr) == (0, "")
+    [(huge, _, _), (after, _, _)] = stored(home, Scope("default"))
+    assert len(huge) == Settings().max_text_chars and huge.endswith(" […]") and after == "What next?"
 
 
 def test_prompt_prints_the_memory_block_for_the_prompt_as_additional_context(
@@ -99,6 +121,9 @@ def test_prompt_prints_the_memory_block_for_the_prompt_as_additional_context(
     assert context.startswith("<memory>") and context.rstrip().endswith("</memory>")
     assert "We use Polars here, never pandas." in context
     assert "Noted: CI runs on Python 3.11." in context
+
+    wide = hook(home, "prompt", transcript.prompt_input("Polars?"), "--max-tokens", "8000")
+    assert json.loads(wide.stdout)["hookSpecificOutput"]["additionalContext"].endswith("</memory>")
 
     small = hook(home, "prompt", transcript.prompt_input("Polars?"), "--max-tokens", "120")
     small_context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
@@ -181,3 +206,21 @@ def test_what_stop_stores_is_analysed_after_the_quiet_time_without_holding_up_th
         assert len(llm.requests) == 1, "one update for the session's two exchanges"
     finally:
         llm.stop()
+
+
+def test_a_block_too_long_for_claude_code_is_made_smaller_never_cut(home: Path, tmp_path: Path) -> None:
+    session = Transcript(tmp_path / "session.jsonl")
+    for turn in range(30):
+        session.prompt(f"Garden plan, part {turn}: " + "tomatoes basil courgettes " * 60)
+        session.reply(text(f"Noted part {turn}: " + "water them in the morning " * 60))
+    hook(home, "stop", session.stop_input())
+    outcome = hook(home, "prompt", session.prompt_input("What is in the garden plan?"), "--max-tokens", "8000")
+    context = json.loads(outcome.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert 4000 < len(context) <= 10_000 and context.endswith("</memory>")
+
+
+def test_a_bad_hook_command_line_never_exits_2_whatever_comes_before_hook(home: Path) -> None:
+    """Exit status 2 makes Claude Code drop the prompt: options before `hook` must not change that."""
+    outcome = cli(home, "--log-level", "INFO", "hook", "prompt", "--no-such-flag", stdin="{}")
+    assert (outcome.code, outcome.stdout) == (0, "")
+    assert outcome.stderr.splitlines() == ["memory-mcp: error: unrecognized arguments: --no-such-flag"]

@@ -25,6 +25,7 @@ OTHER_SETTINGS: dict[str, Any] = {
 }
 OTHER_STATE: dict[str, Any] = {
     "numStartups": 12,
+    "primaryApiKey": "sk-ant-secret-never-shown",
     "mcpServers": {"memory": {"type": "stdio", "command": "npx", "args": ["@modelcontextprotocol/server-memory"]}},
 }
 
@@ -86,10 +87,44 @@ def test_installing_again_from_elsewhere_replaces_our_hooks_in_place(home: Path,
     assert read(user_home / ".claude.json")["mcpServers"]["memory-mcp"]["command"] == "/opt/other/bin/memory-mcp"
 
 
-def test_dry_run_prints_the_result_and_writes_nothing(home: Path, user_home: Path) -> None:
+def test_dry_run_prints_our_entries_alone_and_writes_nothing(home: Path, user_home: Path) -> None:
     before = {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()}
     outcome = install(home, user_home, "--dry-run")
     assert outcome.code == 0 and "hook prompt" in outcome.stdout and "would change" in outcome.stdout
+    assert "sk-ant-secret" not in outcome.stdout and "notify-send" not in outcome.stdout, "nothing else of the files"
+    assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before
+
+
+def test_reinstalling_keeps_what_the_user_added_to_our_entries_and_writes_through_links(
+    home: Path, user_home: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    (user_home / ".claude" / "settings.json").rename(dotfiles)
+    (user_home / ".claude" / "settings.json").symlink_to(dotfiles)
+    install(home, user_home)
+    state = read(user_home / ".claude.json")
+    state["mcpServers"]["memory-mcp"]["env"] = {"OPENAI_API_KEY": "sk-mine"}
+    (user_home / ".claude.json").write_text(json.dumps(state), encoding="utf-8")
+    settings = read(dotfiles)
+    settings["hooks"]["Stop"][-1]["hooks"][0]["timeout"] = 45
+    dotfiles.write_text(json.dumps(settings), encoding="utf-8")
+
+    assert install(home, user_home, "--command", "/opt/new/memory-mcp").code == 0
+    assert (user_home / ".claude" / "settings.json").is_symlink(), "the link is kept, the file it names updated"
+    assert read(user_home / ".claude.json")["mcpServers"]["memory-mcp"]["env"] == {"OPENAI_API_KEY": "sk-mine"}
+    [stop] = [h for group in read(dotfiles)["hooks"]["Stop"] for h in group["hooks"] if "memory-mcp" in h["command"]]
+    assert stop == {"type": "command", "command": "/opt/new/memory-mcp hook stop", "timeout": 45}
+
+
+@pytest.mark.parametrize("hooks", [{"Stop": None}, {"Stop": [{"hooks": None}]}, {"Stop": "notify-send"}, []])
+def test_hook_sections_of_the_wrong_shape_are_refused_and_nothing_is_written(
+    home: Path, user_home: Path, hooks: Any
+) -> None:
+    (user_home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
+    before = {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()}
+    line = install(home, user_home).error_line()
+    assert "hooks" in line and "fix" in line
     assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before
 
 
@@ -101,18 +136,21 @@ def test_a_settings_file_that_is_not_json_is_an_error_and_nothing_is_written(hom
     assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before
 
 
-def test_a_project_install_writes_the_projects_files_and_its_entries_run(home: Path, tmp_path: Path) -> None:
-    """What the installer writes is what Claude Code runs: the server entry starts a real stdio
-    session, the Stop hook stores the session and the prompt hook brings it back."""
+def test_a_project_install_writes_private_files_and_its_entries_run(home: Path, tmp_path: Path) -> None:
+    """Hooks go to the project's settings.local.json and the server to the project's entry in
+    ~/.claude.json: both this user's alone, since they hold this machine's paths. What the
+    installer writes is what Claude Code runs: the server entry starts a real stdio session, the
+    Stop hook stores the session and the prompt hook brings it back."""
     project, user_home = tmp_path / "app", tmp_path / "user"
     project.mkdir()
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"data_storage_path": str(tmp_path / "data")}), encoding="utf-8")
     outcome = install(home, user_home, "--project", "--project-agent", "--config", str(config), cwd=project)
     assert outcome.code == 0, outcome.stderr
-    assert not user_home.exists(), "a project install leaves the user's files alone"
-
-    server = read(project / ".mcp.json")["mcpServers"]["memory-mcp"]
+    assert not (user_home / ".claude").exists() and not (project / ".mcp.json").exists()
+    state = read(user_home / ".claude.json")
+    assert "mcpServers" not in state, "nothing for the user's other projects"
+    server = state["projects"][str(project.resolve())]["mcpServers"]["memory-mcp"]
 
     async def tools() -> list[str]:
         async with connect_command([server["command"], *server["args"]]) as client:
@@ -120,7 +158,7 @@ def test_a_project_install_writes_the_projects_files_and_its_entries_run(home: P
 
     assert "retrieve_memory" in run(tools)
 
-    settings = read(project / ".claude" / "settings.json")
+    settings = read(project / ".claude" / "settings.local.json")
     transcript = Transcript(tmp_path / "session.jsonl", cwd=str(project))
     coding_session(transcript)
     [stop] = handlers(settings, "Stop")

@@ -83,9 +83,13 @@ def test_init_writes_the_config_the_server_then_reads_without_being_told(tmp_pat
     assert written.code == 0, written.stderr
     path = tmp_path / ".memory-mcp" / "config.json"
     assert str(path) in written.stdout and oct(path.stat().st_mode & 0o777) == "0o600"
-    assert load_settings(path).model_dump(exclude={"data_storage_path", "http"}) == Settings().model_dump(
+    assert load_settings(path, environ={}).model_dump(exclude={"data_storage_path", "http"}) == Settings().model_dump(
         exclude={"data_storage_path", "http"}
     ), "every setting at its default"
+    from_environment = load_settings(path, environ={"MEMORY_MCP_LLM_MODEL": "qwen2.5:7b", "OPENAI_API_KEY": "k"})
+    assert (from_environment.llm_model, from_environment.openai_api_key) == ("qwen2.5:7b", "k"), (
+        "the written config hides nothing the environment gives (the bundle passes the model so)"
+    )
 
     again = cli(tmp_path / "unused", "init", env={**env, "MEMORY_MCP_HOME": ""})
     assert again.code == 1 and "--force" in again.stderr, "an edited config is never overwritten unasked"

@@ -48,19 +48,20 @@ WRAPPED_CONTEXT = re.compile(r"<(system-reminder|ide_opened_file|ide_selection)>
 class _Turn:
     """A prompt and what the assistant has answered to it so far."""
 
-    prompt_id: str
+    page_id: str
     prompt: str
     timestamp: str
     reply_parts: list[str]
     reply_message: str | None = None  # the assistant message the reply parts belong to
 
 
-def session_exchanges(path: Path, session_id: str, last_reply: str | None = None) -> list[Page]:
-    """The session's exchanges in order, as pages with ids derived from the session and the
-    prompt's line, so that reading the same transcript again yields the same pages.
+def session_exchanges(path: Path, session_id: str, final_reply: str | None = None) -> list[Page]:
+    """The session's finished exchanges in order, as pages whose ids come from the prompts' own
+    lines, so that reading the transcript again (or a resumed copy of it) yields the same pages.
 
-    `last_reply` (the Stop hook's `last_assistant_message`) stands for the newest turn's reply:
-    the transcript may not hold it yet when the hook runs."""
+    Every turn but the newest is finished. The newest is included only with `final_reply`, the
+    reply it ended with (the Stop hook's `last_assistant_message`): until then the transcript may
+    hold only a reply given on the way, or none yet."""
     turns: list[_Turn] = []
     current: _Turn | None = None  # the turn assistant text now belongs to
     for line in _lines(path):
@@ -73,17 +74,20 @@ def session_exchanges(path: Path, session_id: str, last_reply: str | None = None
             content = message.get("content")
             prompt = _typed_prompt(content)
             if prompt is not None:
-                current = _Turn(str(line.get("uuid") or len(turns)), prompt, _when(line), [])
+                current = _Turn(_page_id(session_id, line.get("uuid"), len(turns)), prompt, _when(line), [])
                 turns.append(current)
             elif not _is_tool_result(content):
                 current = None  # the harness spoke (a command, a notice): what follows answers it
         elif line.get("type") == "assistant" and current is not None:
             _add_reply(current, message)
-    if turns and turns[-1] is current and last_reply and last_reply.strip():
-        turns[-1].reply_parts = [last_reply.strip()]
+    if turns:
+        if final_reply and final_reply.strip():
+            turns[-1].reply_parts = [final_reply.strip()]
+        else:
+            turns.pop()
     return [
         Page(
-            page_id=_page_id(session_id, turn.prompt_id),
+            page_id=turn.page_id,
             user_input=turn.prompt,
             agent_response="\n\n".join(turn.reply_parts),
             timestamp=turn.timestamp,
@@ -111,16 +115,22 @@ def _is_tool_result(content: Any) -> bool:
     )
 
 
+def _texts(content: Any) -> list[str] | None:
+    """The text of a message's content (a string, or text blocks); None for no text content."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return None
+
+
 def _typed_prompt(content: Any) -> str | None:
     """What the person typed, or None for a tool result or text the harness wrote."""
-    if isinstance(content, str):
-        texts = [content]
-    elif isinstance(content, list) and not _is_tool_result(content):
-        texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
-    else:
+    texts = None if _is_tool_result(content) else _texts(content)
+    if texts is None:
         return None
     text = WRAPPED_CONTEXT.sub("", "\n".join(texts)).strip()
-    if not text or any(marker in text for marker in HARNESS_MARKERS):
+    if not text or text.startswith(HARNESS_MARKERS):
         return None
     return text
 
@@ -128,14 +138,7 @@ def _typed_prompt(content: Any) -> str | None:
 def _add_reply(turn: _Turn, message: dict[str, Any]) -> None:
     """Keep the text of the assistant's latest message: an earlier one ("Let me look.") was
     said on the way to the final answer, between tool calls."""
-    content = message.get("content")
-    if isinstance(content, str):
-        texts = [content]
-    elif isinstance(content, list):
-        texts = [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
-    else:
-        return
-    texts = [text.strip() for text in texts if text.strip()]
+    texts = [text.strip() for text in _texts(message.get("content")) or [] if text.strip()]
     if not texts:
         return
     message_id = message.get("id")
@@ -152,6 +155,9 @@ def _when(line: dict[str, Any]) -> str:
         return utc_now()
 
 
-def _page_id(session_id: str, prompt_id: str) -> str:
-    digest = hashlib.sha256(f"claude-code\0{session_id}\0{prompt_id}".encode()).hexdigest()
+def _page_id(session_id: str, line_id: Any, position: int) -> str:
+    """From the prompt line's own id when it has one (a resumed session copies lines, ids and
+    all), else from the session and the prompt's position in it."""
+    source = f"line\0{line_id}" if line_id else f"session\0{session_id}\0{position}"
+    digest = hashlib.sha256(("claude-code\0" + source).encode()).hexdigest()
     return f"page_{digest[:16]}"

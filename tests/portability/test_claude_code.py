@@ -14,7 +14,7 @@ def test_a_coding_session_becomes_its_two_exchanges_with_final_answers_only(tmp_
     transcript = Transcript(tmp_path / "session.jsonl")
     coding_session(transcript)
 
-    pages = session_exchanges(transcript.path, transcript.session_id)
+    pages = session_exchanges(transcript.path, transcript.session_id, transcript.last_reply)
 
     assert [(p.user_input, p.agent_response) for p in pages] == [
         (
@@ -31,16 +31,29 @@ def test_a_coding_session_becomes_its_two_exchanges_with_final_answers_only(tmp_
     assert all(p.timestamp.endswith("Z") for p in pages)
 
 
-def test_reading_again_gives_the_same_page_ids_and_another_session_other_ids(tmp_path: Path) -> None:
+def test_page_ids_follow_the_prompt_lines_so_a_resumed_copy_of_the_session_adds_nothing(tmp_path: Path) -> None:
     transcript = Transcript(tmp_path / "session.jsonl")
     coding_session(transcript)
-    first = session_exchanges(transcript.path, transcript.session_id)
-    again = session_exchanges(transcript.path, transcript.session_id)
-    other = session_exchanges(transcript.path, "another-session")
+    first = session_exchanges(transcript.path, transcript.session_id, transcript.last_reply)
+    again = session_exchanges(transcript.path, transcript.session_id, transcript.last_reply)
+    resumed = session_exchanges(transcript.path, "resumed-session", transcript.last_reply)
 
-    assert [p.page_id for p in first] == [p.page_id for p in again]
+    assert [p.page_id for p in first] == [p.page_id for p in again] == [p.page_id for p in resumed]
     assert len({p.page_id for p in first}) == 2
-    assert not {p.page_id for p in first} & {p.page_id for p in other}
+    other = Transcript(tmp_path / "other.jsonl", session_id="other-session")
+    coding_session(other)
+    assert [p.page_id for p in session_exchanges(other.path, "other-session", other.last_reply)] == [
+        p.page_id for p in first
+    ], "same line ids, same pages: ids come from the lines, never from where they were read"
+
+
+def test_the_newest_turn_waits_for_its_final_reply(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    coding_session(transcript)
+    pages = session_exchanges(transcript.path, transcript.session_id)
+    assert [p.user_input for p in pages] == [
+        "Why does the parser drop the last line of the CSV? We use Polars here, never pandas."
+    ], "without the final reply the newest turn may hold a reply given on the way"
 
 
 def test_the_stop_hooks_last_message_stands_for_a_reply_the_transcript_does_not_hold_yet(tmp_path: Path) -> None:
@@ -48,7 +61,7 @@ def test_the_stop_hooks_last_message_stands_for_a_reply_the_transcript_does_not_
     transcript.prompt("What is the capital of Japan?")
     assert session_exchanges(transcript.path, transcript.session_id) == [], "no answer yet: nothing to store"
 
-    [page] = session_exchanges(transcript.path, transcript.session_id, last_reply="Tokyo.")
+    [page] = session_exchanges(transcript.path, transcript.session_id, final_reply="Tokyo.")
     assert (page.user_input, page.agent_response) == ("What is the capital of Japan?", "Tokyo.")
 
 
@@ -59,7 +72,7 @@ def test_a_turn_that_ended_in_a_tool_call_keeps_the_text_said_before_it(tmp_path
     transcript.prompt("Stop, that is enough")
     transcript.reply(text("Stopped."), message_id="m2")
 
-    pages = session_exchanges(transcript.path, transcript.session_id)
+    pages = session_exchanges(transcript.path, transcript.session_id, "Stopped.")
     assert [p.agent_response for p in pages] == ["Running them now.", "Stopped."]
 
 
@@ -69,8 +82,10 @@ def test_ide_context_around_a_prompt_is_not_what_the_person_said(tmp_path: Path)
     transcript.reply(text("Renamed."))
     transcript.prompt("<system-reminder>Only a reminder</system-reminder>")
     transcript.reply(text("(nothing to say)"))
+    transcript.prompt("Thanks")
+    transcript.reply(text("You're welcome."))
 
-    [page] = session_exchanges(transcript.path, transcript.session_id)
+    [page, _] = session_exchanges(transcript.path, transcript.session_id, "You're welcome.")
     assert (page.user_input, page.agent_response) == ("Rename parse to read_rows", "Renamed.")
 
 
@@ -84,5 +99,13 @@ def test_unreadable_lines_and_unknown_line_types_are_skipped(tmp_path: Path) -> 
     transcript.raw('{"type": "assistant", "message": "not an object"}')
     transcript.reply(text("Hi!"))
 
-    [page] = session_exchanges(transcript.path, transcript.session_id)
+    [page] = session_exchanges(transcript.path, transcript.session_id, "Hi!")
     assert (page.user_input, page.agent_response) == ("Hello", "Hi!")
+
+
+def test_a_prompt_that_quotes_a_harness_marker_is_still_the_persons(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "session.jsonl")
+    transcript.prompt("Why does my script print <bash-stdout> literally?")
+    transcript.reply(text("It echoes the tag as text."))
+    [page] = session_exchanges(transcript.path, transcript.session_id, "It echoes the tag as text.")
+    assert page.user_input == "Why does my script print <bash-stdout> literally?"

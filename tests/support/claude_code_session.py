@@ -19,6 +19,7 @@ class Transcript:
         self.cwd = cwd
         self._count = 0
         self._last: str | None = None
+        self.last_reply: str | None = None  # the text of the newest assistant message
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
 
@@ -51,6 +52,9 @@ class Transcript:
     def reply(self, *blocks: dict[str, Any], message_id: str | None = None) -> None:
         """One assistant message, written one content block a line as Claude Code does."""
         message_id = message_id or f"msg_{self._count:04d}"
+        said = "\n\n".join(block["text"] for block in blocks if block["type"] == "text")
+        if said:
+            self.last_reply = said
         for block in blocks:
             self._line(
                 "assistant",
@@ -88,8 +92,12 @@ class Transcript:
             "prompt": prompt,
         }
 
-    def stop_input(self, last_message: str | None = None, stop_hook_active: bool = False) -> dict[str, Any]:
-        event = {
+    def stop_input(
+        self, stop_hook_active: bool = False, last_message: str | None = None, sends_last_message: bool = True
+    ) -> dict[str, Any]:
+        """The Stop hook's input; `last_assistant_message` is the newest reply unless told
+        otherwise (Claude Code before 2.1 sends none: `sends_last_message=False`)."""
+        event: dict[str, Any] = {
             "session_id": self.session_id,
             "transcript_path": str(self.path),
             "cwd": self.cwd,
@@ -97,8 +105,8 @@ class Transcript:
             "hook_event_name": "Stop",
             "stop_hook_active": stop_hook_active,
         }
-        if last_message is not None:
-            event["last_assistant_message"] = last_message
+        if sends_last_message:
+            event["last_assistant_message"] = last_message if last_message is not None else self.last_reply
         return event
 
 
