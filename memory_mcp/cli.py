@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memory_mcp import __version__, hooks, host_setup
-from memory_mcp.config import ConfigError, Settings, default_config_path, load_settings
+from memory_mcp.config import ConfigError, Settings, claude_project_dir, default_config_path, load_settings
 from memory_mcp.errors import InvalidInput, MemoryServiceError, NotFound
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import (
@@ -259,7 +259,8 @@ def _hook(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(getattr(args, "config", None))
         event = hooks.read_hook_input(sys.stdin.read())
-        agent = hooks.project_agent(event.cwd or os.getcwd()) if args.project_agent else args.agent
+        project = claude_project_dir() or event.cwd or os.getcwd()  # the project, wherever Claude has cd'd
+        agent = hooks.project_agent(project) if args.project_agent else args.agent
         service = MemoryService(settings, short_lived=True)
         try:
             if args.hook_event == "prompt":

@@ -205,6 +205,11 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     return default_data_path(os.environ if environ is None else environ) / DEFAULT_CONFIG_NAME
 
 
+def claude_project_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """The project folder Claude Code gives its hooks ($CLAUDE_PROJECT_DIR), if it gives one."""
+    return (os.environ if environ is None else environ).get("CLAUDE_PROJECT_DIR") or None
+
+
 def config_template(model: type[BaseModel] = Settings) -> dict[str, object]:
     """Every setting at its default, each after a "// name" key saying what it does: the
     commented config `memory-mcp init` writes (the loader skips such keys)."""

@@ -142,6 +142,9 @@ def test_the_project_agent_keeps_each_repository_apart_from_the_users_own_memory
 
     elsewhere = {**transcript.prompt_input("Which dataframe library?"), "cwd": str(tmp_path / "other" / "app")}
     assert hook(home, "prompt", elsewhere, "--project-agent").stdout == "", "another checkout named app"
+    deeper = {**transcript.prompt_input("Which dataframe library?"), "cwd": f"{transcript.cwd}/src/parsers"}
+    found = hook(home, "prompt", deeper, "--project-agent", CLAUDE_PROJECT_DIR=transcript.cwd)
+    assert "Polars" in found.stdout, "Claude's project folder wins over where the session has cd'd"
     here = hook(home, "prompt", transcript.prompt_input("Which dataframe library?"), "--project-agent")
     assert "Polars" in json.loads(here.stdout)["hookSpecificOutput"]["additionalContext"]
 
