@@ -102,9 +102,9 @@ def manifest() -> dict[str, Any]:
 def bundled_files() -> list[str]:
     """The tracked files the bundle carries (never a local venv, cache or config)."""
     listed = subprocess.run(
-        ["git", "ls-files", *INCLUDED], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    return sorted(listed)
+        ["git", "ls-files", "-z", *INCLUDED], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return sorted(name for name in listed.split("\0") if name)
 
 
 def build(output: Path) -> Path:

@@ -33,7 +33,7 @@ def _sh(*command: str | Path, cwd: Path | None = None) -> str:
 def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the tracked sources: a build writes into its source tree, never into this one."""
     copy = tmp_path_factory.mktemp("sources")
-    for name in _sh("git", "ls-files", cwd=PROJECT_ROOT).split():
+    for name in filter(None, _sh("git", "ls-files", "-z", cwd=PROJECT_ROOT).split("\0")):
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT_ROOT / name, copy / name)
     return copy
