@@ -4,6 +4,7 @@ process, the documented hook JSON on stdin, a realistic session transcript on di
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,17 @@ def test_a_bad_hook_command_line_never_exits_2_whatever_comes_before_hook(home: 
     outcome = cli(home, "--log-level", "INFO", "hook", "prompt", "--no-such-flag", stdin="{}")
     assert (outcome.code, outcome.stdout) == (0, "")
     assert outcome.stderr.splitlines() == ["memory-mcp: error: unrecognized arguments: --no-such-flag"]
+
+
+def test_stop_hooks_of_one_session_at_the_same_instant_store_each_exchange_once(home: Path, tmp_path: Path) -> None:
+    session = Transcript(tmp_path / "session.jsonl")
+    for turn in range(30):
+        session.prompt(f"Question {turn}")
+        session.reply(text(f"Answer {turn}"))
+    event = json.dumps(session.stop_input())
+    for _ in range(3):
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            outcomes = list(pool.map(lambda _: hook(home, "stop", event), range(4)))
+        assert all((outcome.code, outcome.stdout) == (0, "") for outcome in outcomes)
+    said = [said for said, _, _ in stored(home, Scope("default"))]
+    assert said == [f"Question {turn}" for turn in range(30)], "each exchange once, in order"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memory_mcp.config import Settings
+from memory_mcp.errors import StorageError
 from memory_mcp.models import MemoryDocument, Page, StoredPage
 
 
@@ -63,7 +64,9 @@ class MemoryStore(Protocol):
         """Store `page` durably before returning; concurrent appenders never lose or mix records."""
 
     def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
-        """Store several pages in order, durably, as one write."""
+        """Store several pages in order, durably, as one write. Pages come from elsewhere (an
+        import, a transcript): if any of their ids is already stored, raise `already_stored` and
+        write nothing, so that two imports of the same pages at once cannot store them twice."""
 
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash
@@ -127,3 +130,12 @@ def open_store(settings: Settings) -> MemoryStore:
     from memory_mcp.store.json_store import JsonStore
 
     return JsonStore(settings.data_storage_path, lock_timeout=storage.lock_timeout_seconds)
+
+
+def already_stored(scope: Scope, page_ids: Sequence[str]) -> StorageError:
+    """The refusal of pages whose ids are stored already (append_pages, on every backend)."""
+    shown = ", ".join(page_ids[:3]) + (f" (and {len(page_ids) - 3} more)" if len(page_ids) > 3 else "")
+    return StorageError(
+        f"could not store pages for {scope.describe()}: a page with one of the ids {shown} is already stored "
+        "there; nothing was written"
+    )

@@ -42,7 +42,7 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
-from memory_mcp.store import PageLog, Scope, page_from_record, page_record
+from memory_mcp.store import PageLog, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.durable import (
     FILE_MODE,
     NotDurable,
@@ -175,9 +175,13 @@ class JsonStore:
     # --- pages ----------------------------------------------------------------------------
 
     def append_page(self, scope: Scope, page: Page) -> None:
-        self.append_pages(scope, [page])
+        """A page just made (its id fresh and random): appended without looking for its id."""
+        self._append(scope, [page], refuse_stored=False)
 
     def append_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        self._append(scope, pages, refuse_stored=True)
+
+    def _append(self, scope: Scope, pages: Sequence[Page], refuse_stored: bool) -> None:
         if not pages:
             return
         records = b"".join((page_record(page) + "\n").encode("utf-8") for page in pages)
@@ -189,6 +193,14 @@ class JsonStore:
             state.log_lock,
             self._holding(state.log_file_lock, scope),
         ):
+            if refuse_stored and path.exists():
+                with opened_for_reading(path) as fd:  # under the file lock: nobody appends meanwhile
+                    self._catch_up(fd, path, state, scope)
+                assert state.log is not None
+                stored = {page.page_id for page in state.log.pages}
+                clash = [page.page_id for page in pages if page.page_id in stored]
+                if clash:
+                    raise already_stored(scope, clash)
             ensure_directory(directory)  # an add is the one write that may begin a user's memory
             size_before = append_records(path, records)
             cache = state.log

@@ -75,7 +75,7 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
-from memory_mcp.store import PageLog, Scope, page_from_record, page_record
+from memory_mcp.store import PageLog, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
 from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
 
@@ -335,10 +335,7 @@ class PostgresStore:
         except StorageError as exc:
             cause = exc.__cause__
             if isinstance(cause, pg_errors.UniqueViolation) and cause.diag.constraint_name == "pages_page_id_key":
-                raise StorageError(
-                    f"could not store pages for {scope.describe()}: a page with one of the ids "
-                    f"{_ids_preview(page_ids)} is already stored there; nothing was written"
-                ) from None
+                raise already_stored(scope, page_ids) from None
             raise
         if result is None:
             return
@@ -716,8 +713,3 @@ def _key(scope: Scope) -> tuple[str, str]:
     if scope.agent_name is None:
         return user_id, NO_AGENT
     return user_id, validate_identifier("agent_name", scope.agent_name)
-
-
-def _ids_preview(page_ids: list[str]) -> str:
-    shown = ", ".join(page_ids[:3])
-    return shown + (f" (and {len(page_ids) - 3} more)" if len(page_ids) > 3 else "")
