@@ -38,6 +38,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/bench_startup.py
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_updater.py
+	$(PY) bench/bench_hooks.py
 	$(PY) bench/locomo_recall.py
 
 # dist/memory-mcp-store.mcpb: the bundle Claude Desktop installs with a double-click.
