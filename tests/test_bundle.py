@@ -35,7 +35,11 @@ def mcpb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prefix = Path(MCPB_PREFIX) if MCPB_PREFIX else tmp_path_factory.mktemp("mcpb")
     cli = prefix / "node_modules" / ".bin" / "mcpb"
     if not cli.exists():
-        assert shutil.which("npm"), "npm is needed to fetch the MCP Bundle CLI (.ci/run installs it)"
+        if not shutil.which("npm"):
+            reason = "no npm to fetch the MCP Bundle CLI with (install Node.js; .ci/run does)"
+            if os.environ.get("MEMORY_MCP_REQUIRE_NODE"):
+                pytest.fail(f"MEMORY_MCP_REQUIRE_NODE is set but there is {reason}", pytrace=False)
+            pytest.skip(reason)
         subprocess.run(
             ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), MCPB_PACKAGE],
             check=True,
