@@ -269,11 +269,11 @@ def _hook(args: argparse.Namespace) -> int:
                     print(context)
                 return 0
             stored = hooks.remember_session(service, event, args.user, agent)
-            scope = service.resolve_scope(args.user, agent)
         finally:
             service.close()
         if stored is not None and stored[0].pages_added and service.extraction_on:
-            hooks.update_when_quiet(settings, scope, newest_page=stored[1])
+            result, newest_page = stored  # the result names the scope the pages went to
+            hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page)
     except Exception as exc:  # noqa: BLE001  # a hook never breaks the prompt: it says why and steps aside
         print(f"memory-mcp hook {args.hook_event}: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
     return 0

@@ -23,6 +23,10 @@ FROM_ENVIRONMENT = {
     "openai_base_url": "OPENAI_BASE_URL",
     "llm_model": "MEMORY_MCP_LLM_MODEL",
 }
+# Settings whose null in a config file means "not set here": the environment's value, else the
+# default (the data folder's honours $MEMORY_MCP_HOME). `init` writes them null, so the file it
+# writes never hides what the environment gives.
+NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 
@@ -224,8 +228,7 @@ def config_template(model: type[BaseModel] = Settings) -> dict[str, object]:
         if name in FROM_ENVIRONMENT and default is not None:
             explanation += f" null: ${FROM_ENVIRONMENT[name]} if set, else {json.dumps(default)}."
         template[f"{COMMENT_PREFIX} {name}"] = explanation
-        # What the environment can give, and the data folder, stay null: the file then never hides them.
-        template[name] = None if name in FROM_ENVIRONMENT or name == "data_storage_path" else default
+        template[name] = None if name in NULL_MEANS_UNSET else default
     return template
 
 
@@ -248,11 +251,10 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         path = default_config_path(environ)
     if path is not None:
         raw = _read_config_file(path)
-    if raw.get("data_storage_path") is None:
-        raw.pop("data_storage_path", None)  # null means the default, which honours $MEMORY_MCP_HOME
-    for field, variable in FROM_ENVIRONMENT.items():
+    for field in NULL_MEANS_UNSET:
         if raw.get(field) is None:
-            raw.pop(field, None)  # null: the environment's value, else the default
+            raw.pop(field, None)
+    for field, variable in FROM_ENVIRONMENT.items():
         if not raw.get(field) and environ.get(variable):
             raw[field] = environ[variable]
     storage = raw.get("storage", {})

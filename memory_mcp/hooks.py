@@ -31,7 +31,6 @@ from memory_mcp.models import (
 from memory_mcp.models.requests import MAX_QUERY_CHARS
 from memory_mcp.portability.claude_code import session_exchanges
 from memory_mcp.service import MemoryService
-from memory_mcp.store import Scope
 
 # Claude Code keeps at most this much of a hook's context inline; more becomes a file reference.
 MAX_HOOK_OUTPUT_CHARS = 10_000
@@ -127,7 +126,7 @@ def _clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - len(CLIPPED)] + CLIPPED
 
 
-def update_when_quiet(settings: Settings, scope: Scope, newest_page: str) -> None:
+def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str) -> None:
     """Leave behind a detached process that runs the structured-memory update of what the hook
     stored once the quiet time has passed, unless a later exchange arrived meanwhile (whose own
     hook then leaves the update to its own process). Forked after the caller closed its service,
@@ -142,9 +141,9 @@ def update_when_quiet(settings: Settings, scope: Scope, newest_page: str) -> Non
         time.sleep(settings.memory.debounce_seconds)
         service = MemoryService(settings)
         try:
-            latest = service.latest_pages(scope.user_id, scope.agent_name, 1)
+            latest = service.latest_pages(user_id, agent_name, 1)
             if latest and latest[-1].page_id == newest_page:
-                service.flush_memory(FlushRequest.build(user_id=scope.user_id, agent_name=scope.agent_name))
+                service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
         finally:
             service.close()
     finally:
