@@ -16,16 +16,20 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from memory_mcp import __version__, hooks, host_setup
-from memory_mcp.config import ConfigError, Settings, claude_project_dir, default_config_path, load_settings
+from memory_mcp.config import ConfigError, Settings, load_settings
+from memory_mcp.environment import claude_project_dir, default_config_path, process_environment
 from memory_mcp.errors import InvalidInput, MemoryServiceError, NotFound
+from memory_mcp.hook_helper import keep_helper
+from memory_mcp.hook_relay import helper_socket
 from memory_mcp.ids import validate_identifier
+from memory_mcp.launch import command_words
 from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
@@ -40,7 +44,6 @@ from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.service import MemoryService
 
 log = logging.getLogger("memory_mcp")
-OPTIONS_WITH_VALUES = {"--config", "--log-level", "--transport", "--host", "--port"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,30 +194,14 @@ def _count(text: str) -> int:
     return value
 
 
-def _command_word(arguments: Sequence[str]) -> str | None:
-    """The command a command line runs: its first word that is neither an option nor an option's value."""
-    words = iter(arguments)
-    for word in words:
-        if word in OPTIONS_WITH_VALUES:
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, keep_hook_helper: bool = False) -> int:
+    """The command line; `keep_hook_helper`: a prompt hook answered here leaves a hook helper
+    behind (the real command does; a caller running hooks in its own process must not fork)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if _command_word(arguments) == "hook":
-        # Exit status 2, argparse's for a bad command line, would make Claude Code drop the prompt.
-        said = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(said):
-                args = build_parser().parse_args(arguments)
-        except SystemExit as exc:
-            if exc.code:
-                print(said.getvalue().strip().splitlines()[-1], file=sys.stderr)
-                return 0
-            raise
+    if command_words(arguments)[:1] == ["hook"]:
+        args = _hook_arguments(arguments)
+        if args is None:
+            return 0
     else:
         args = build_parser().parse_args(arguments)
     level = getattr(args, "log_level", None) or ("INFO" if args.command is None else "WARNING")
@@ -224,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     if args.command == "hook":
-        return _hook(args)
+        return _hook(args, keep_hook_helper)
     if args.command == "init":
         return _reporting_errors("init", lambda: _init(args))
     try:
@@ -253,30 +240,106 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.close()
 
 
-def _hook(args: argparse.Namespace) -> int:
+def _hook_arguments(arguments: Sequence[str]) -> argparse.Namespace | None:
+    """A hook's command line parsed, or None when it is wrong: then the reason is one line on
+    stderr, since argparse's exit status 2 would make Claude Code drop the prompt."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return build_parser().parse_args(arguments)
+    except SystemExit as exc:
+        if exc.code:
+            print(said.getvalue().strip().splitlines()[-1], file=sys.stderr)
+            return None
+        raise
+
+
+def _hook(args: argparse.Namespace, leave_helper: bool) -> int:
     """Run a Claude Code hook. Whatever goes wrong, the prompt must go on: one line on stderr,
     nothing on stdout, exit status 0."""
     try:
-        settings = load_settings(getattr(args, "config", None))
-        event = hooks.read_hook_input(sys.stdin.read())
-        project = claude_project_dir() or event.cwd or os.getcwd()  # the project, wherever Claude has cd'd
-        agent = hooks.project_agent(project) if args.project_agent else args.agent
+        environ, cwd = process_environment(), os.getcwd()
+        settings, event, agent = _hook_call(args, sys.stdin.read(), environ, cwd)
         service = MemoryService(settings, short_lived=True)
         try:
             if args.hook_event == "prompt":
                 context = hooks.prompt_context(service, event, args.user, agent, args.max_tokens)
                 if context:
-                    print(context)
-                return 0
-            stored = hooks.remember_session(service, event, args.user, agent)
+                    print(context, flush=True)
+                stored = None
+            else:
+                stored = hooks.remember_session(service, event, args.user, agent)
         finally:
             service.close()
+        if args.hook_event == "prompt" and leave_helper:
+            helper = _PromptHelper(settings, args.user, agent)
+            keep_helper(helper_socket(environ), settings.hook_helper_idle_minutes * 60, helper)
         if stored is not None and stored[0].pages_added and service.extraction_on:
             result, newest_page = stored  # the result names the scope the pages went to
             hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page)
     except Exception as exc:  # noqa: BLE001  # a hook never breaks the prompt: it says why and steps aside
-        print(f"memory-mcp hook {args.hook_event}: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        print(f"memory-mcp hook {args.hook_event}: {_one_line(exc)}", file=sys.stderr)
     return 0
+
+
+def _hook_call(
+    args: argparse.Namespace, stdin: str, environ: Mapping[str, str], cwd: str
+) -> tuple[Settings, hooks.HookInput, str | None]:
+    """A hook's settings, event and agent, from its command line, stdin, environment and folder."""
+    config = getattr(args, "config", None)
+    settings = load_settings(None if config is None else Path(cwd) / config, environ)
+    event = hooks.read_hook_input(stdin)
+    project = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever Claude has cd'd
+    return settings, event, hooks.project_agent(project) if args.project_agent else args.agent
+
+
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+class _PromptHelper:
+    """The hook helper's work: answer prompt hooks as `memory-mcp hook prompt` would, reading
+    settings anew for each request (its command line, environment and folder) and keeping a
+    service, with its loaded memory, per distinct settings."""
+
+    MAX_SERVICES = 4
+
+    def __init__(self, settings: Settings, user_id: str | None, agent_name: str | None) -> None:
+        self._first = (settings, user_id, agent_name)
+        self._services: dict[str, MemoryService] = {}
+
+    def warm_up(self) -> None:
+        settings, user_id, agent_name = self._first
+        self._service(settings).warm_up(user_id, agent_name)
+
+    def answer(self, request: Any) -> dict[str, str]:
+        out, said = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
+            try:
+                args = _hook_arguments(request["argv"])
+                if args is not None:
+                    os.chdir(request["cwd"])  # one request at a time: relative paths mean the caller's
+                    settings, event, agent = _hook_call(args, request["stdin"], request["environ"], request["cwd"])
+                    context = hooks.prompt_context(self._service(settings), event, args.user, agent, args.max_tokens)
+                    if context:
+                        print(context)
+            except Exception as exc:  # noqa: BLE001  # the same promise as the hook itself
+                print(f"memory-mcp hook prompt: {_one_line(exc)}", file=sys.stderr)
+        return {"stdout": out.getvalue(), "stderr": said.getvalue()}
+
+    def close(self) -> None:
+        for service in self._services.values():
+            service.close()
+
+    def _service(self, settings: Settings) -> MemoryService:
+        key = settings.model_dump_json()
+        service = self._services.pop(key, None)
+        if service is None:
+            service = MemoryService(settings, short_lived=True)
+            if len(self._services) >= self.MAX_SERVICES:
+                self._services.pop(next(iter(self._services))).close()
+        self._services[key] = service  # the most recently used last
+        return service
 
 
 def _reporting_errors(command: str, run: Callable[[], int]) -> int:

@@ -1,4 +1,5 @@
-"""Settings: the one place that reads the config file and the environment.
+"""Settings: the one place that reads the config file, and turns it and the environment into
+validated settings.
 
 Field names follow MemoryOS's MCP server config where they exist, and DeerFlow's memory
 settings under `memory`, so users of either can reuse what they know.
@@ -7,16 +8,15 @@ settings under `memory`, so users of either can reuse what they know.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memory_mcp.environment import default_config_path, default_data_path, process_environment
 from memory_mcp.ids import validate_identifier
 
-DEFAULT_CONFIG_NAME = "config.json"
 # Settings the environment fills when the config file leaves them empty (secrets stay off disk).
 FROM_ENVIRONMENT = {
     "openai_api_key": "OPENAI_API_KEY",
@@ -178,6 +178,13 @@ class Settings(BaseModel):
         100_000, ge=1, description="Longest user_input or agent_response accepted, in characters."
     )
     max_meta_data_bytes: int = Field(65_536, ge=2, description="Largest meta_data accepted, as compact JSON bytes.")
+    hook_helper_idle_minutes: float = Field(
+        10,
+        ge=0,
+        le=1440,
+        description="How long the helper a Claude Code prompt hook leaves behind waits for the next prompt "
+        "before it exits (it answers in tens of milliseconds; 0: none, each prompt hook reads memory anew).",
+    )
     memory: MemorySettings = Field(default_factory=MemorySettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -196,22 +203,6 @@ class Settings(BaseModel):
     def llm_configured(self) -> bool:
         """Extraction runs only when an endpoint or key says where to send it."""
         return bool(self.openai_base_url or self.openai_api_key)
-
-
-def default_data_path(environ: Mapping[str, str]) -> Path:
-    """$MEMORY_MCP_HOME wins; otherwise ~/.memory-mcp."""
-    home = environ.get("MEMORY_MCP_HOME")
-    return Path(home).expanduser() if home else Path("~/.memory-mcp").expanduser()
-
-
-def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
-    """The config read when no --config is given (if it exists): config.json in the data folder."""
-    return default_data_path(os.environ if environ is None else environ) / DEFAULT_CONFIG_NAME
-
-
-def claude_project_dir(environ: Mapping[str, str] | None = None) -> str | None:
-    """The project folder Claude Code gives its hooks ($CLAUDE_PROJECT_DIR), if it gives one."""
-    return (os.environ if environ is None else environ).get("CLAUDE_PROJECT_DIR") or None
 
 
 def config_template(model: type[BaseModel] = Settings) -> dict[str, object]:
@@ -245,7 +236,7 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     Secrets may live only in the environment: OPENAI_API_KEY and OPENAI_BASE_URL fill the
     fields the file leaves empty. Relative paths are taken from the config file's folder.
     """
-    environ = os.environ if environ is None else environ
+    environ = process_environment() if environ is None else environ
     raw: dict[str, object] = {}
     if path is None and default_config_path(environ).is_file():
         path = default_config_path(environ)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
+from memory_mcp.hook_helper import run_detached
 from memory_mcp.models import (
     ExportDocument,
     FlushRequest,
@@ -129,15 +129,9 @@ def _clipped(text: str, limit: int) -> str:
 def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str) -> None:
     """Leave behind a detached process that runs the structured-memory update of what the hook
     stored once the quiet time has passed, unless a later exchange arrived meanwhile (whose own
-    hook then leaves the update to its own process). Forked after the caller closed its service,
-    with the standard streams let go: Claude Code waits for them to close, never for this."""
-    if not hasattr(os, "fork") or os.fork() != 0:
-        return
-    try:
-        os.setsid()
-        with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
-            for stream in (0, 1, 2):
-                os.dup2(nothing.fileno(), stream)
+    hook then leaves the update to its own process). Forked after the caller closed its service."""
+
+    def update() -> None:
         time.sleep(settings.memory.debounce_seconds)
         service = MemoryService(settings)
         try:
@@ -146,5 +140,5 @@ def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, 
                 service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
         finally:
             service.close()
-    finally:
-        os._exit(0)
+
+    run_detached(update)

@@ -115,21 +115,21 @@ class MemoryService:
     def start(self) -> None:
         """Start the background updater and, off the caller's thread, resume work left pending;
         and, once the host has had time to finish its handshake, load what the first recall needs."""
-        warm_up = threading.Timer(WARM_UP_DELAY_SECONDS, self._warm_up)
+        warm_up = threading.Timer(WARM_UP_DELAY_SECONDS, self.warm_up)
         warm_up.daemon = True
         warm_up.start()
         self._updates.start()
 
-    def _warm_up(self) -> None:
-        """Import numpy and scikit-learn and load the token encoding (about two seconds of work)
-        so that the first retrieve_memory does not pay for it."""
+    def warm_up(self, user_id: str | None = None, agent_name: str | None = None) -> None:
+        """Import numpy and scikit-learn, load the token encoding and the scope's index (about
+        two seconds of work) so that the first retrieve_memory does not pay for it. By default
+        the default user's: on a one-person desktop that is everyone."""
         try:
             LexicalIndex().search("warm up", 1)
             rank_by_similarity_and_confidence(["warm up"], [1.0], "warm", 0.5, 0.5)
             self._tokens.count("warm up")
-            # The default user's index too: on a one-person desktop that is everyone.
-            default = self.resolve_scope(None, None)
-            self._recall.cache(default, self.store.read_pages(default))
+            scope = self.resolve_scope(user_id, agent_name)
+            self._recall.cache(scope, self.store.read_pages(scope))
         except Exception:  # only a head start: the first real call loads whatever failed here
             log.debug("warm-up did not complete", exc_info=True)
 

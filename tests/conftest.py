@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
+from hook_helpers import stop_hook_helpers
 from scripted_llm import ScriptedLLM
 from update_helpers import TEST_MEMORY, ServiceFactory
 
@@ -22,6 +23,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     yield home
+    stop_hook_helpers(tmp_path)
 
 
 @pytest.fixture

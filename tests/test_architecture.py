@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ LAYERS: dict[str, list[str]] = {
         "errors",
         "ids",
         "clock",
+        "environment",
         "config",
         "models",
         "terms",
@@ -54,10 +57,13 @@ LAYERS: dict[str, list[str]] = {
         "stdio",
         "access",
         "http_server",
+        "hook_relay",
+        "hook_helper",
         "hooks",
         "host_setup",
         "console",
         "cli",
+        "launch",
         "__main__",
     ],
 }
@@ -132,13 +138,18 @@ def test_the_command_line_reaches_memory_only_through_the_service() -> None:
     assert imported == set(), imported
 
 
-def test_only_config_reads_the_environment() -> None:
-    readers = [
-        path.relative_to(PACKAGE).as_posix()
-        for path in PACKAGE.rglob("*.py")
-        if "os.environ" in path.read_text(encoding="utf-8") or "getenv" in path.read_text(encoding="utf-8")
-    ]
-    assert readers == ["config.py"]
+def test_the_commands_first_step_loads_the_standard_library_alone() -> None:
+    """A prompt hook answered by the helper costs what `launch` imports: nothing heavy may creep in."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, memory_mcp.launch; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    ours = {name for name in loaded if name.split(".")[0] == "memory_mcp"}
+    assert ours == {"memory_mcp", "memory_mcp.launch", "memory_mcp.hook_relay", "memory_mcp.environment"}
+    others = {name.split(".")[0] for name in loaded} - set(sys.stdlib_module_names) - {"memory_mcp"}
+    assert {name for name in others if not name.startswith("_")} == set(), others
 
 
 def test_the_readme_shows_these_layers_top_down() -> None:

@@ -1,0 +1,31 @@
+"""The one place that reads the process environment. Standard library only: the command's first
+step (`launch`) uses it before anything heavy is imported."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DEFAULT_CONFIG_NAME = "config.json"
+
+
+def process_environment() -> dict[str, str]:
+    """A copy of this process's environment."""
+    return dict(os.environ)
+
+
+def default_data_path(environ: Mapping[str, str] | None = None) -> Path:
+    """$MEMORY_MCP_HOME wins; otherwise ~/.memory-mcp."""
+    home = (os.environ if environ is None else environ).get("MEMORY_MCP_HOME")
+    return Path(home).expanduser() if home else Path("~/.memory-mcp").expanduser()
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The config read when no --config is given (if it exists): config.json in the data folder."""
+    return default_data_path(environ) / DEFAULT_CONFIG_NAME
+
+
+def claude_project_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """The project folder Claude Code gives its hooks ($CLAUDE_PROJECT_DIR), if it gives one."""
+    return (os.environ if environ is None else environ).get("CLAUDE_PROJECT_DIR") or None

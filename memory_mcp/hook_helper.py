@@ -1,0 +1,139 @@
+"""The hook helper: a process a prompt hook leaves behind with memory loaded, so that the next
+prompt hooks are answered in tens of milliseconds instead of each reading memory anew (over a
+second at 10,000 exchanges).
+
+A prompt hook that found no helper forks one after it has answered. The helper listens where
+`hook_relay` looks, answers one request at a time, and exits once idle for
+`hook_helper_idle_minutes`, as soon as its socket is removed, or when the package's code changes
+under it (an upgrade, an edit): a request it then leaves unanswered is answered by the hook
+itself, which starts a helper on the new code. A lock file held for its life
+keeps it the only one per data home and installation: of two hooks starting one at once, one
+stands down. It reads memory through an ordinary service, so it sees whatever other processes
+store or forget, as a server does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from filelock import FileLock, Timeout
+
+from memory_mcp.hook_relay import (
+    ANSWER_TIMEOUT_SECONDS,
+    is_private_folder,
+    receive_message,
+    send_message,
+    socket_address,
+)
+from memory_mcp.store.durable import ensure_directory
+
+# How often an idle helper looks at the clock and at its socket.
+POLL_SECONDS = 1.0
+
+
+class HelperWork(Protocol):
+    """What the helper does: load what the first requests will need, answer requests, and let
+    go of what it holds when it exits."""
+
+    def warm_up(self) -> None: ...
+
+    def answer(self, request: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def keep_helper(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
+    """Leave a helper listening at `socket_path` unless one already is; return at once."""
+    if idle_seconds > 0 and hasattr(socket, "AF_UNIX"):
+        run_detached(lambda: _serve(socket_path, idle_seconds, work))
+
+
+def run_detached(work: Callable[[], None]) -> None:
+    """Run `work` in a forked child in its own session, with the standard streams let go (Claude
+    Code waits for them to close, never for this); the caller carries on at once. Where there is
+    no fork (Windows), nothing runs."""
+    if not hasattr(os, "fork") or os.fork() != 0:
+        return
+    try:
+        os.setsid()
+        with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
+            for stream in (0, 1, 2):
+                os.dup2(nothing.fileno(), stream)
+        work()
+    finally:
+        os._exit(0)
+
+
+def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
+    folder = socket_path.parent
+    ensure_directory(folder)
+    if not is_private_folder(folder):
+        return
+    lock = FileLock(str(socket_path.with_suffix(".lock")), mode=0o600)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return  # another helper is there
+    unanswered, code = None, _code_version()
+    try:
+        socket_path.unlink(missing_ok=True)  # left by a helper that was killed
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            with socket_address(socket_path) as address:  # still the forked child's only thread
+                listener.bind(address)
+            listener.listen(16)
+            listener.settimeout(POLL_SECONDS)
+            ours = socket_path.stat().st_ino
+            try:
+                work.warm_up()
+                unanswered = _answer_until_idle(listener, socket_path, ours, idle_seconds, work, code)
+            finally:
+                if _inode(socket_path) == ours:
+                    socket_path.unlink(missing_ok=True)
+                work.close()
+    finally:
+        lock.release()
+        if unanswered is not None:
+            unanswered.close()  # only now: its hook starts the next helper, which needs the lock
+
+
+def _answer_until_idle(
+    listener: socket.socket, socket_path: Path, ours: int, idle_seconds: float, work: HelperWork, code: int
+) -> socket.socket | None:
+    """Answer requests until idle or the socket is gone; return the request left unanswered
+    because the code changed since `code` was read, if one was."""
+    last_request = time.monotonic()
+    while _inode(socket_path) == ours:
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            if time.monotonic() - last_request >= idle_seconds:
+                return None
+            continue
+        if _code_version() != code:
+            return connection
+        with connection:
+            connection.settimeout(ANSWER_TIMEOUT_SECONDS)
+            try:
+                send_message(connection, work.answer(receive_message(connection)))
+            except (OSError, ValueError, EOFError):
+                pass  # a client that went away or sent garbage: the next one is served all the same
+        last_request = time.monotonic()
+    return None
+
+
+def _code_version() -> int:
+    """The newest modification time among the package's files: it changes with any upgrade or edit."""
+    package = Path(__file__).parent
+    return max(path.stat().st_mtime_ns for path in package.rglob("*.py"))
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None

@@ -1,0 +1,198 @@
+"""The hook helper: after one prompt hook, the next ones are answered by the process it left
+behind, exactly as the hook would answer them itself, seeing every change other processes make,
+and it goes away when idle or told to. Run as Claude Code runs hooks: each a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from claude_code_session import Transcript, coding_session, text
+from command_line import cli
+from hook_helpers import helper_processes, helper_socket_of, prompt_hook
+from waiting import wait_until
+
+import memory_mcp
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Which dataframe library should the CSV reader use?"
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Transcript:
+    session = Transcript(tmp_path / "claude" / "projects" / "-work-app" / "session.jsonl")
+    coding_session(session)
+    return session
+
+
+@pytest.fixture
+def remembered(home: Path, transcript: Transcript) -> Transcript:
+    """A session stored by the Stop hook; heat does not reorder, so answers can be compared."""
+    home.mkdir(parents=True)
+    (home / "config.json").write_text(json.dumps({"heat_ranking_weight": 0}), encoding="utf-8")
+    outcome = cli(home, "hook", "stop", stdin=json.dumps(transcript.stop_input()))
+    assert (outcome.code, outcome.stderr) == (0, "")
+    return transcript
+
+
+def helper_ready(home: Path) -> None:
+    wait_until(helper_socket_of(home).exists, timeout=30, what="the hook helper")
+
+
+def test_the_next_prompt_hooks_are_answered_by_the_helper_as_the_hook_itself_would(
+    home: Path, remembered: Transcript
+) -> None:
+    event = remembered.prompt_input(QUESTION)
+    first, by_helper = prompt_hook(home, event)
+    assert (first.code, first.stderr, by_helper) == (0, "", False)
+    assert "We use Polars here, never pandas." in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
+
+    helper_ready(home)
+    for _ in range(3):
+        again, by_helper = prompt_hook(home, event)
+        assert (again.code, again.stdout, again.stderr, by_helper) == (0, first.stdout, "", True)
+    assert len(helper_processes(home)) == 1
+
+    # Nothing remembered for this user: nothing printed, by the helper as by the hook.
+    nobody, by_helper = prompt_hook(home, event, "--user", "nobody")
+    assert (nobody.code, nobody.stdout, nobody.stderr, by_helper) == (0, "", "", True)
+    broken, by_helper = prompt_hook(home, event, "--max-tokens", "many")
+    assert (broken.code, broken.stdout, by_helper) == (0, "", True)
+    assert "--max-tokens: invalid int value: 'many'" in broken.stderr
+
+
+def test_the_helper_sees_what_other_processes_store_and_forget(home: Path, remembered: Transcript) -> None:
+    prompt_hook(home, remembered.prompt_input(QUESTION))
+    helper_ready(home)
+
+    remembered.prompt("Which shell do we script in?")
+    remembered.reply(text("Fish, never bash."))
+    cli(home, "hook", "stop", stdin=json.dumps(remembered.stop_input(last_message="Fish, never bash.")))
+    found, by_helper = prompt_hook(home, remembered.prompt_input("Which shell for scripts?"))
+    assert by_helper and "Fish, never bash." in found.stdout
+
+    assert cli(home, "forget", "default", "--yes").code == 0
+    after, by_helper = prompt_hook(home, remembered.prompt_input("Which shell for scripts?"))
+    assert (after.code, after.stdout, after.stderr, by_helper) == (0, "", "", True), "forget is final"
+
+
+def test_each_request_is_read_with_its_own_flags_environment_and_folder(
+    home: Path, remembered: Transcript, tmp_path: Path
+) -> None:
+    prompt_hook(home, remembered.prompt_input(QUESTION))
+    helper_ready(home)
+    project = tmp_path / "repo"
+    project.mkdir()
+    session = Transcript(tmp_path / "second.jsonl", session_id="s2", cwd=str(project))
+    session.prompt("What is the staging host called?")
+    session.reply(text("It is called kestrel."))
+    stored = cli(
+        home,
+        "hook",
+        "stop",
+        "--project-agent",
+        stdin=json.dumps(session.stop_input(last_message="It is called kestrel.")),
+    )
+    assert stored.code == 0
+
+    elsewhere = {**session.prompt_input("Staging host?"), "cwd": str(tmp_path)}
+    in_project, by_helper = prompt_hook(home, elsewhere, "--project-agent", CLAUDE_PROJECT_DIR=str(project))
+    assert by_helper and "kestrel" in in_project.stdout, "the requester's $CLAUDE_PROJECT_DIR, not the helper's"
+    users_own, by_helper = prompt_hook(home, session.prompt_input("Staging host?"))
+    assert by_helper and "kestrel" not in users_own.stdout and "Polars" in users_own.stdout
+
+    small_config = tmp_path / "small.json"
+    small_config.write_text(json.dumps({"memory": {"max_injection_tokens": 100}}), encoding="utf-8")
+    small, by_helper = prompt_hook(home, session.prompt_input("Polars?"), "--config", small_config.name)
+    default, _ = prompt_hook(home, session.prompt_input("Polars?"))
+    assert by_helper and 0 < len(small.stdout) < len(default.stdout), "--config read from the requester's folder"
+
+
+def test_an_idle_helper_exits_and_so_does_one_whose_socket_is_removed(home: Path, remembered: Transcript) -> None:
+    (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0.05}), encoding="utf-8")
+    prompt_hook(home, remembered.prompt_input(QUESTION))
+    helper_ready(home)
+    wait_until(lambda: not helper_processes(home), timeout=60, what="the idle helper to exit")
+    assert not helper_socket_of(home).exists()
+
+    (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 60}), encoding="utf-8")
+    prompt_hook(home, remembered.prompt_input(QUESTION))
+    helper_ready(home)
+    helper_socket_of(home).unlink()
+    wait_until(lambda: not helper_processes(home), timeout=30, what="the helper to see its socket gone")
+
+    (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0}), encoding="utf-8")
+    outcome, _ = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert "Polars" in outcome.stdout and not helper_processes(home), "0: no helper"
+
+
+def test_a_dead_helpers_socket_is_replaced_and_of_hooks_starting_at_once_one_helper_stays(
+    home: Path, remembered: Transcript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = helper_socket_of(home)
+    dead.parent.mkdir(mode=0o700)
+    monkeypatch.chdir(dead.parent)  # the full path may be too long for a socket address
+    with socket.socket(socket.AF_UNIX) as listener:  # bound, then closed: nobody listens there
+        listener.bind(dead.name)
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(lambda _: prompt_hook(home, remembered.prompt_input(QUESTION)), range(4)))
+    assert all("Polars" in outcome.stdout and outcome.stderr == "" for outcome, _ in outcomes)
+    helper_ready(home)
+    wait_until(lambda: len(helper_processes(home)) == 1, timeout=30, what="one helper left")
+    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert by_helper and again.stdout == outcomes[0][0].stdout
+
+
+def test_a_run_folder_others_may_enter_is_never_used(home: Path, remembered: Transcript) -> None:
+    run = helper_socket_of(home).parent
+    run.mkdir(mode=0o700)
+    run.chmod(0o755)
+    outcome, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert "Polars" in outcome.stdout and not by_helper
+    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert (again.stdout, by_helper) == (outcome.stdout, False)
+    assert not helper_socket_of(home).exists() and not helper_processes(home)
+
+
+def test_a_helper_that_answers_garbage_costs_the_prompt_nothing_but_a_line(
+    home: Path, remembered: Transcript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    impostor = helper_socket_of(home)
+    impostor.parent.mkdir(mode=0o700)
+    monkeypatch.chdir(impostor.parent)
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(impostor.name)
+        listener.listen(1)
+
+        def answer_badly() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(1 << 20)
+                connection.sendall(b"{not json")
+
+        worker = threading.Thread(target=answer_badly)
+        worker.start()
+        outcome, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+        worker.join()
+    assert (outcome.code, outcome.stdout, by_helper) == (0, "", True)
+    [line] = outcome.stderr.splitlines()
+    assert line.startswith("memory-mcp hook prompt: the hook helper's answer could not be read")
+
+
+def test_a_helper_whose_code_changed_hands_over_to_one_on_the_new_code(home: Path, remembered: Transcript) -> None:
+    first, _ = prompt_hook(home, remembered.prompt_input(QUESTION))
+    helper_ready(home)
+    [old] = helper_processes(home)
+    os.utime(Path(memory_mcp.__file__).with_name("wording.py"))  # as an upgrade or an edit would
+    answered, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert (answered.stdout, answered.stderr, by_helper) == (first.stdout, "", False)
+    wait_until(lambda: old not in helper_processes(home), timeout=30, what="the old helper to exit")
+    helper_ready(home)
+    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    assert (again.stdout, by_helper) == (first.stdout, True)
