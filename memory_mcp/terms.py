@@ -1,22 +1,34 @@
-"""Turning text into index terms: words, CJK bigrams, minus function words, reduced to stems.
+"""Turning text into index terms: words, CJK bigrams and emoji, minus function words, reduced
+to stems.
 
 Measured on LoCoMo conversations, each step raises recall of the right exchange: dropping
 function words keeps "what did she do" from matching every page, and stemming lets "hiking"
-find "hiked".
+find "hiked". Accents on Latin letters are folded away, as people often leave them out when
+they type ("Zurich creme brulee" finds "Zürich crème brûlée").
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
 # Chinese, Japanese kana, Korean: scripts written without spaces between words.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+# Pictographs, dingbats, arrows and the like: each one a term of its own ("🎸" finds the guitar).
+_EMOJI = "\u2190-\u21ff\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001f3fa\U0001f400-\U0001faff"
+_TOKEN = re.compile(rf"[{_CJK}]+|[{_EMOJI}]|[^\W_{_CJK}]+")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # _TOKEN on case-folded ASCII text
+# Accents on Latin letters once decomposed (NFKD): dropped. Other scripts keep their marks.
+_LATIN_ACCENTS = re.compile(r"(?<=[a-z\u00c0-\u024f])[\u0300-\u036f]+")
+# Latin letters that carry their stroke or ligature in the letter itself, so NFKD leaves them be.
+_LATIN_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ħ": "h", "ł": "l", "ŧ": "t", "æ": "ae", "œ": "oe", "ı": "i"})
+# A longer run of letters is no word anyone searches for (a hash, a base64 blob): it is indexed by
+# its beginning, which bounds the cost of stemming it.
+MAX_TERM_CHARS = 40
 
 # English function words: pronouns, auxiliaries, determiners, prepositions, conjunctions and
 # the question words of "what/when/who did ..." queries. Content words are never listed.
@@ -43,6 +55,7 @@ def tokenize(text: str) -> list[str]:
     folded = text.casefold()
     if folded.isascii():
         return _ASCII_TOKEN.findall(folded)  # the common case, with the quickest pattern
+    folded = fold_accents(folded)
     if not _CJK_RUN.search(folded):
         return _TOKEN.findall(folded)  # no Python step per word either
     tokens: list[str] = []
@@ -55,9 +68,16 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+def fold_accents(text: str) -> str:
+    """Case-folded text with accents taken off Latin letters ("crème" -> "creme"); other scripts,
+    Hangul and kana included, come back as they were (NFC)."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(_LATIN_LETTERS))
+    return unicodedata.normalize("NFC", _LATIN_ACCENTS.sub("", decomposed))
+
+
 def index_terms(text: str) -> list[str]:
     """Index terms of `text`: tokens without English function words, stemmed."""
-    return [_stem(token) for token in tokenize(text) if token not in STOPWORDS]
+    return [_stem(token[:MAX_TERM_CHARS]) for token in tokenize(text) if token not in STOPWORDS]
 
 
 @lru_cache(maxsize=200_000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
-from memory_mcp.terms import tokenize
+from memory_mcp.terms import MAX_TERM_CHARS, index_terms, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
 
@@ -47,6 +47,21 @@ def test_tokenize_japanese_kana_and_kanji() -> None:
 
 def test_tokenize_korean_words_become_bigrams() -> None:
     assert tokenize("고양이 좋아") == ["고양", "양이", "좋아"]
+
+
+def test_accents_on_latin_letters_are_folded_and_other_scripts_keep_their_marks() -> None:
+    assert tokenize("Zürich crème brûlée, Łódź, Ærø, naïve") == ["zurich", "creme", "brulee", "lodz", "aero", "naive"]
+    assert tokenize("ガギグ ёлка 고양이") == ["ガギ", "ギグ", "ёлка", "고양", "양이"], "kana, Cyrillic, Hangul intact"
+    assert tokenize("Ｆｕｌｌ ﬁle") == ["full", "file"], "compatibility forms read as plain letters"
+
+
+def test_emoji_are_terms_of_their_own_and_skin_tones_are_not() -> None:
+    assert tokenize("I play 🎸 every day ☕️👍🏽") == ["i", "play", "🎸", "every", "day", "☕", "👍"]
+
+
+def test_a_huge_word_is_indexed_by_its_beginning() -> None:
+    word = "x" * 100_000
+    assert index_terms(f"{word} guitar") == ["x" * MAX_TERM_CHARS, "guitar"]
 
 
 # --- LexicalIndex ---------------------------------------------------------------------------
@@ -228,22 +243,42 @@ def test_an_answer_is_found_by_the_words_of_the_question_before_it() -> None:
     index = LexicalIndex()
     for text in ("where did you go on holiday?", "we went to the lake in june", "pass the salt please"):
         index.add(text, thread="chat")
+    index.add("a lake house for sale", thread="ads")
 
-    holiday = dict(index.search("holiday", limit=3))
+    # Page 1 never says "holiday": no page holding it, it is found through the question before it.
+    assert {number for number, _ in index.search("holiday trip", limit=3)} == {0}
+    lake = dict(index.search("holiday lake", limit=3))
+    assert set(lake) == {0, 1, 3}
+    assert lake[1] > lake[3], "the lake of the holiday conversation before the lake of an advert"
+    alone = LexicalIndex()
+    for text in ("where did you go on holiday?", "we went to the lake in june"):
+        alone.add(text, thread="chat")
+    assert {number for number, _ in alone.search("holiday", limit=3, exclude=[0])} == {1}, (
+        "with the question itself left out (it is among the recent pages), its answer is found"
+    )
 
-    # Page 1 never says "holiday", yet it is found through the question before it.
-    assert set(holiday) == {0, 1}
-    assert {number for number, _ in index.search("holiday lake", limit=2)} == {0, 1}
+
+def test_a_page_tied_to_the_query_only_by_its_neighbour_scores_nothing_beside_pages_holding_it() -> None:
+    index = LexicalIndex()
+    index.add("우리 강아지 이름은 초코야", thread="chat")  # "our puppy is called Choco"
+    index.add("שלום, מה שלומך היום?", thread="chat")  # a Hebrew greeting that followed it
+    index.add("초코는 산책을 좋아해", thread="other")  # "Choco loves walks"
+
+    hits = dict(index.search("강아지 이름", limit=3))
+
+    assert set(hits) == {0}, "the Hebrew page shares no term with the Korean query"
 
 
 def test_neighbour_text_weighs_half_of_the_page_own_text() -> None:
     index = LexicalIndex()
     index.add("kayak", thread="chat")
-    index.add("nothing relevant here", thread="chat")
+    index.add("nothing relevant here, kayak aside", thread="chat")
+    index.add("kayak kayak", thread="other")
 
-    hits = dict(index.search("kayak", limit=2))
+    hits = dict(index.search("kayak", limit=3))
 
-    assert hits[0] > hits[1] > 0
+    # Page 1 holds "kayak" once and borrows half of page 0's: it weighs 1.5 against page 2's 2.
+    assert hits[2] > hits[1] > 0
 
 
 def test_neighbours_are_taken_only_from_the_same_thread() -> None:
@@ -253,7 +288,9 @@ def test_neighbours_are_taken_only_from_the_same_thread() -> None:
     index.add("kayak rental prices", thread="a")
 
     assert {number for number, _ in index.search("tax", limit=3)} == {1}
-    assert {number for number, _ in index.search("planning", limit=3)} == {0, 2}
+    borrowed = dict(index.search("kayak planning", limit=3))
+    assert set(borrowed) == {0, 2} and borrowed[2] > 0, "page 2 holds kayak and borrows planning from page 0"
+    assert {number for number, _ in index.search("rental questions", limit=3)} == {1, 2}
 
 
 def test_stemming_and_function_words() -> None:
@@ -315,3 +352,10 @@ def test_pages_added_after_a_bulk_build_lend_their_neighbours_text_as_usual() ->
     # The last page of thread "a" before `later` took words from the first page of `later` in "a".
     first_later_in_a = next(text for text, thread in later if thread == "a")
     assert bulk.search(first_later_in_a, 50) == expected.search(first_later_in_a, 50)
+
+
+def test_queries_without_accents_or_with_emoji_find_their_pages() -> None:
+    index = build("We had crème brûlée in Zürich", "Dinner at the harbour", "Learning 🎸 on Sundays")
+    assert index.search("creme brulee in Zurich", limit=3)[0][0] == 0
+    assert index.search("Crème Brûlée", limit=3)[0][0] == 0
+    assert [number for number, _ in index.search("🎸", limit=3)] == [2]
