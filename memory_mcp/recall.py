@@ -11,7 +11,7 @@ import heapq
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -101,9 +101,15 @@ class PageRecall:
             if cache.sessions.unsaved_visits:
                 self._maintain_sessions(scope, cache)
 
-    def recent(self, scope: Scope, page_log: PageLog, among_first: int) -> list[int]:
+    def recent(self, scope: Scope, page_log: PageLog, among_first: int, within: Any = None) -> list[int]:
         """Positions of the `short_term_capacity` newest pages by timestamp, oldest first,
-        among the first `among_first` of the log."""
+        among the first `among_first` of the log (and those `within` marks, if given)."""
+        if within is not None:  # a window asked for once: no state worth keeping
+            pages = page_log.pages
+            newest = heapq.nlargest(
+                self.settings.short_term_capacity, ((pages[n].timestamp, int(n)) for n in within.nonzero()[0])
+            )
+            return [position for _, position in sorted(newest)]
         with self._guard:
             cache = self._caches.setdefault(scope, _ScopeCache())
         with cache.lock:
@@ -117,16 +123,17 @@ class PageRecall:
         request: RetrieveMemoryRequest,
         among_first: int,
         exclude: list[int],
+        within: Any = None,
     ) -> list[tuple[int, float]]:
-        """Rank the scope's pages but those in `exclude` (the recent ones): archived sessions left
-        out unless asked for, hot sessions lifted by `heat_ranking_weight`. Each session returned
-        counts a visit."""
+        """Rank the scope's pages but those in `exclude` (the recent ones) and those `within`
+        leaves out: archived sessions left out unless asked for, hot sessions lifted by
+        `heat_ranking_weight`. Each session returned counts a visit."""
         if among_first <= len(exclude) or not request.query.strip():
             return []
         cache = self.cache(scope, page_log)
         weight = self.settings.heat_ranking_weight
         with cache.lock:
-            allowed = None if request.include_archived else self._searchable(cache, document)
+            allowed = _both(within, None if request.include_archived else self._searchable(cache, document))
             wanted = request.max_results * (3 if weight else 1)
             hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed, exclude=exclude)
             if weight and hits:
@@ -222,6 +229,27 @@ class PageRecall:
         for thread in hot_threads:
             assert self._on_hot is not None
             self._on_hot(scope, thread)
+
+
+def time_window(pages: Sequence[Page], since: str | None, until: str | None) -> Any:
+    """Which pages fall between `since` and `until`, both included, as a boolean numpy array; None
+    when neither is given. Stored timestamps share one form, so they compare as text."""
+    if since is None and until is None:
+        return None
+    import numpy as np
+
+    low, high = since or "", until or "\uffff"
+    return np.fromiter((low <= page.timestamp <= high for page in pages), dtype=bool, count=len(pages))
+
+
+def _both(first: Any, second: Any) -> Any:
+    """Pages two masks both allow (a mask covers the first pages; None allows all)."""
+    if first is None or second is None:
+        return second if first is None else first
+    covered = min(len(first), len(second))
+    both = first.copy()
+    both[:covered] &= second[:covered]
+    return both
 
 
 def _page_text(page: Page) -> str:

@@ -53,7 +53,7 @@ from memory_mcp.models import (
 from memory_mcp.pending import thread_key
 from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
-from memory_mcp.recall import PageRecall
+from memory_mcp.recall import PageRecall, time_window
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
 from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
@@ -192,9 +192,10 @@ class MemoryService:
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
-        recent = self._recall.recent(scope, page_log, len(pages))
+        within = time_window(pages, request.since, request.until)
+        recent = self._recall.recent(scope, page_log, len(pages), within)
         document = self.store.read_document(scope)
-        hits = self._recall.search(scope, page_log, document, request, among_first=len(pages), exclude=recent)
+        hits = self._recall.search(scope, page_log, document, request, len(pages), exclude=recent, within=within)
         retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
         short_term = [Page(**_page_fields(pages[i])) for i in recent]
         about = f"{request.query}\n{request.current_context}".strip()

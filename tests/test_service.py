@@ -449,3 +449,43 @@ def test_page_added_by_another_service_instance_is_found(data_dir: Path) -> None
     result = retrieve(first, "volcano")
     assert [page.page_id for page in result.retrieved_pages] == [target]
     assert retrieve(first, "gardening").retrieved_pages[0].user_input == "we talked about gardening"
+
+
+def test_since_and_until_are_a_hard_window_for_recent_and_ranked_exchanges(data_dir: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1))
+    for day, place in ((3, "Lisbon"), (12, "Porto"), (20, "Faro"), (31, "Braga")):
+        add(service, f"Trip to {place}: the hiking was great", "Noted.", timestamp=f"2024-05-{day:02d} 10:00:00")
+    add(service, "Hiking boots need new laces", "Noted.", timestamp="2024-06-15T08:00:00Z")
+
+    def window(**bounds: str) -> tuple[list[str], list[str]]:
+        result = retrieve(service, "hiking", **bounds)
+        return [p.user_input.split(":")[0] for p in result.short_term_memory], [
+            p.user_input.split(":")[0] for p in result.retrieved_pages
+        ]
+
+    recent, ranked = window(since="2024-05-10", until="2024-05-20T10:00:00Z")
+    assert recent == ["Trip to Faro"], "the newest exchange inside the window, bounds included"
+    assert ranked == ["Trip to Porto"]
+    recent, ranked = window(until="2024-06-01")
+    assert recent == ["Trip to Braga"] and set(ranked) == {"Trip to Lisbon", "Trip to Porto", "Trip to Faro"}
+    recent, ranked = window(since="2024-06-01")
+    assert (recent, ranked) == (["Hiking boots need new laces"], [])
+    assert window(since="2025-01-01") == ([], [])
+    recent, ranked = window()
+    assert recent == ["Hiking boots need new laces"] and len(ranked) == 4
+
+
+@pytest.mark.parametrize(
+    ("bounds", "problem"),
+    [
+        ({"since": "2024-06-01", "until": "2024-05-01"}, "since (2024-06-01T00:00:00Z) must not be later than until"),
+        ({"since": "last week"}, "since"),
+        ({"until": "2024-13-01"}, "until"),
+    ],
+)
+def test_a_wrong_window_is_refused_with_what_is_wrong(
+    service: MemoryService, bounds: dict[str, str], problem: str
+) -> None:
+    add(service, "hello")
+    with pytest.raises(InvalidInput, match=re.escape(problem)):
+        retrieve(service, "hello", **bounds)

@@ -32,6 +32,8 @@ PARAMETERS = {
         "max_tokens",
         "current_context",
         "include_archived",
+        "since",
+        "until",
     ],
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name", "retry_failed"],

@@ -62,6 +62,14 @@ UserId = _identifier_field(
 )
 AgentName = _identifier_field(f"Keep this agent's memory apart from the user's shared memory; {IDENTIFIER_RULE}.")
 FactId = Annotated[str, Field(min_length=1, max_length=64, description="The fact's id, from search_facts.")]
+
+
+def _timestamp_or_none(value: str | None) -> str | None:
+    return None if value is None else normalise_timestamp(value)
+
+
+# A moment as the caller may write it ("" counts as not given), stored in the one form of clock.py.
+OptionalTimestamp = Annotated[str | None, BeforeValidator(_absent_if_empty), AfterValidator(_timestamp_or_none)]
 Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 
 
@@ -88,9 +96,7 @@ class ToolRequest(BaseModel):
 class AddMemoryRequest(ToolRequest):
     user_input: str = Field(description="What the user said, verbatim.")
     agent_response: str = Field(description="What you (the assistant) answered, verbatim.")
-    timestamp: Annotated[str | None, BeforeValidator(_absent_if_empty)] = Field(
-        None, description=f"When it was said: {TIMESTAMP_RULE}. Omit for now."
-    )
+    timestamp: OptionalTimestamp = Field(None, description=f"When it was said: {TIMESTAMP_RULE}. Omit for now.")
     meta_data: dict[str, Any] | None = Field(
         None, description="Any JSON object to keep with the exchange, returned as given."
     )
@@ -122,11 +128,6 @@ class AddMemoryRequest(ToolRequest):
             return None
         profile = {name: summary.strip() for name, summary in (self.profile or {}).items() if summary.strip()}
         return HostMemory(facts=self.facts or [], profile=profile)
-
-    @field_validator("timestamp")
-    @classmethod
-    def _normalise_timestamp(cls, value: str | None) -> str | None:
-        return None if value is None else normalise_timestamp(value)
 
     @field_validator("thread_id")
     @classmethod
@@ -163,6 +164,20 @@ class RetrieveMemoryRequest(ToolRequest):
         "", description="The last few turns of the current conversation, to rank facts by what is discussed."
     )
     include_archived: bool = Field(False, description="Also search old sessions archived from everyday retrieval.")
+    since: OptionalTimestamp = Field(
+        None, description=f"Only exchanges from this moment on ({TIMESTAMP_RULE}); omit for no lower bound."
+    )
+    until: OptionalTimestamp = Field(
+        None,
+        description=f"Only exchanges up to this moment ({TIMESTAMP_RULE}; a date alone is its midnight, so "
+        "until 2024-06-01 takes in May whole); omit for no upper bound.",
+    )
+
+    @model_validator(mode="after")
+    def _check_window(self) -> RetrieveMemoryRequest:
+        if self.since and self.until and self.since > self.until:
+            raise ValueError(f"since ({self.since}) must not be later than until ({self.until})")
+        return self
 
 
 class ProfileRequest(ToolRequest):
