@@ -21,6 +21,7 @@ from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
+from memory_mcp.periods import Period, periods_in
 from memory_mcp.retrieval import LexicalIndex
 from memory_mcp.sessions import SessionTable, archived_sessions, sessions_to_archive, thread_of_session
 from memory_mcp.store import MemoryStore, PageLog, Scope
@@ -135,7 +136,11 @@ class PageRecall:
         with cache.lock:
             allowed = _both(within, None if request.include_archived else self._searchable(cache, document))
             wanted = request.max_results * (3 if weight else 1)
-            hits = cache.index.search(request.query, wanted, among_first=among_first, allowed=allowed, exclude=exclude)
+            periods = periods_in(request.query, now())
+            period = _within(page_log.pages[:among_first], periods) if periods else None
+            hits = cache.index.search(
+                request.query, wanted, among_first=among_first, allowed=allowed, exclude=exclude, period=period
+            )
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
                 hit_sessions = {page_sessions[i] for i, _ in hits}
@@ -233,13 +238,19 @@ class PageRecall:
 
 def time_window(pages: Sequence[Page], since: str | None, until: str | None) -> Any:
     """Which pages fall between `since` and `until`, both included, as a boolean numpy array; None
-    when neither is given. Stored timestamps share one form, so they compare as text."""
+    when neither is given."""
     if since is None and until is None:
         return None
+    return _within(pages, [Period(since or "", until or "\uffff")])
+
+
+def _within(pages: Sequence[Page], periods: Sequence[Period]) -> Any:
+    """Which pages fall in any of `periods`. Stored timestamps share one form: they compare as text."""
     import numpy as np
 
-    low, high = since or "", until or "\uffff"
-    return np.fromiter((low <= page.timestamp <= high for page in pages), dtype=bool, count=len(pages))
+    return np.fromiter(
+        (any(period.holds(page.timestamp) for period in periods) for page in pages), dtype=bool, count=len(pages)
+    )
 
 
 def _both(first: Any, second: Any) -> Any:

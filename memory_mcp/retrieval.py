@@ -30,6 +30,9 @@ from memory_mcp.terms import index_terms
 
 NEIGHBOUR_WEIGHT = 0.5
 OWN_MARK = 2.0**40  # see _build
+# A page from the time a query names counts as holding one more of its terms, this heavily: see
+# bench/relative_dates.py for the measure.
+PERIOD_WEIGHT = 0.5
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
 
@@ -210,11 +213,14 @@ class LexicalIndex:
         among_first: int | None = None,
         allowed: Any = None,
         exclude: Sequence[int] = (),
+        period: Any = None,
     ) -> list[tuple[int, float]]:
         """Best `limit` documents for `query` as (number, score), best first; zero scores omitted.
 
         `among_first` restricts the answer to documents numbered below it; `allowed`, a boolean
         numpy array over the first documents, to those marked True; `exclude` leaves those out.
+        `period`, a boolean array like `allowed`, marks the documents from a time the query names:
+        they score as if they held one more query term, whose rarity is that of the period.
         """
         # numpy is imported here, not at module load: the server must answer its handshake
         # before any heavy import, and the first search is the first moment it is needed.
@@ -223,7 +229,8 @@ class LexicalIndex:
         count = len(self._lengths)
         candidates = count if among_first is None else min(among_first, count)
         terms = [term for term in dict.fromkeys(index_terms(query)) if term in self._postings]
-        if candidates <= 0 or not terms or limit <= 0:
+        in_period = np.zeros(0, dtype=np.intp) if period is None else np.flatnonzero(period[:count])
+        if candidates <= 0 or not (terms or len(in_period)) or limit <= 0:
             return []
         lengths = np.frombuffer(self._lengths, dtype=np.float64)
         length_norm = self.K1 * (1 - self.B + self.B * lengths / (self._total_length / count))
@@ -240,6 +247,9 @@ class LexicalIndex:
             holds_a_term[documents[np.frombuffer(postings.own, dtype=np.uint8).astype(bool)]] = True
             del documents, weights  # release the buffer exports before the arrays may grow again
         del lengths
+        if len(in_period):
+            scores[in_period] += PERIOD_WEIGHT * math.log(1 + (count - len(in_period) + 0.5) / (len(in_period) + 0.5))
+            holds_a_term[in_period] = True
         scores, holds_a_term = scores[:candidates], holds_a_term[:candidates]
         if allowed is not None:
             covered = min(len(allowed), candidates)

@@ -30,8 +30,9 @@ _LATIN_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ħ": "h", "ł": "l", "ŧ"
 # its beginning, which bounds the cost of stemming it.
 MAX_TERM_CHARS = 40
 
-# English function words: pronouns, auxiliaries, determiners, prepositions, conjunctions and
-# the question words of "what/when/who did ..." queries. Content words are never listed.
+# English function words: pronouns, auxiliaries (modal ones too: "would she likely ..." asks
+# about her, not about likelihood), determiners, prepositions, conjunctions and the question
+# words of "what/when/who did ..." queries. Content words are never listed.
 STOPWORDS = frozenset(
     """
     a about above after again against all am an and any are aren as at be because been before being
@@ -41,7 +42,7 @@ STOPWORDS = frozenset(
     o of off on once only or other our ours ourselves out over own re s same shan she should shouldn
     so some such t than that the their theirs them themselves then there these they this those through
     to too under until up ve very was wasn we were weren what when where which while who whom why will
-    with won wouldn y you your yours yourself yourselves
+    with won would wouldn could might likely y you your yours yourself yourselves
     """.split()
 )
 

@@ -27,6 +27,7 @@ LAYERS: dict[str, list[str]] = {
         "config",
         "models",
         "terms",
+        "periods",
         "tokens",
         "facts",
         "signals",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from core_calls import add
 
+from memory_mcp.clock import format_timestamp, now
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput
 from memory_mcp.models import (
@@ -489,3 +491,20 @@ def test_a_wrong_window_is_refused_with_what_is_wrong(
     add(service, "hello")
     with pytest.raises(InvalidInput, match=re.escape(problem)):
         retrieve(service, "hello", **bounds)
+
+
+def test_a_time_the_query_names_lifts_exchanges_from_then_without_dropping_the_others(data_dir: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0))
+    moment = now()
+    last_monday = (moment - timedelta(days=moment.weekday() + 7)).replace(hour=12)
+    for when, place in ((moment - timedelta(days=400), "Alder"), (last_monday, "Birch"), (moment, "Cedar")):
+        add(service, f"We went hiking near {place}", "Noted.", timestamp=format_timestamp(when), thread_id=place)
+    add(service, "Unrelated: my landlord replied", "Good.")  # the newest: short-term memory
+
+    def ranked(query: str) -> list[str]:
+        return [page.user_input.rsplit(" ", 1)[-1] for page in retrieve(service, query).retrieved_pages]
+
+    assert ranked("where did I go hiking?") == ["Cedar", "Birch", "Alder"], "words alone: the newest first"
+    assert ranked("where did I go hiking last week?") == ["Birch", "Cedar", "Alder"]
+    assert ranked("我上周去哪里 hiking?")[0] == "Birch"
+    assert ranked("hiking last year")[0] == "Alder"
