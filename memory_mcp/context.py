@@ -37,7 +37,7 @@ FILL_ORDER = (
     "the relationship and style lines the caller passed",
     "profile sections (User Context, then History)",
     f"the {EARLIER_KEPT_FIRST} best earlier exchanges",
-    "the other facts, best first",
+    "pinned facts, then the other facts, best first",
     "the other recent exchanges, newest first",
     "the remaining earlier exchanges, best first",
 )
@@ -59,7 +59,7 @@ _HEADINGS = {
     "recent": "## Recent conversation",
     "earlier": "## Earlier exchanges",
 }
-_AFTER_CORRECTIONS = 1_000_000
+_FACTS_PER_GROUP = 1_000_000  # room for every fact of a group before the next group
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,10 @@ def build_context(
     style_hint: str = "",
 ) -> MemoryContext:
     """Fill the budget in FILL_ORDER. `facts` and `earlier` come best first; `recent` oldest first."""
-    corrections = [_fact_item(i, fact) for i, fact in enumerate(facts) if fact.category == "correction"]
-    others = [_fact_item(i, fact) for i, fact in enumerate(facts) if fact.category != "correction"]
+    items = [_fact_item(i, fact) for i, fact in enumerate(facts)]
+    corrections = [item for item, fact in zip(items, facts, strict=True) if fact.category == "correction"]
+    pinned = [item for item, fact in zip(items, facts, strict=True) if fact.pinned and fact.category != "correction"]
+    others = [item for item in items if item not in corrections and item not in pinned]
     recent_exchanges = [_Exchange("recent", i, page) for i, page in enumerate(recent)]
     earlier_exchanges = [_Exchange("earlier", i, page) for i, page in enumerate(earlier)]
     filler = _Filler(budget, counter)
@@ -120,14 +122,14 @@ def build_context(
     filler.add(_header_items(relationship_with_user, style_hint))
     filler.add(_section_items(document))
     filler.add_exchanges(earlier_exchanges[:EARLIER_KEPT_FIRST])
-    filler.add(corrections + others)
+    filler.add(corrections + pinned + others)
     filler.add_exchanges(recent_exchanges[-2::-1])
     filler.add_exchanges(earlier_exchanges[EARLIER_KEPT_FIRST:])
     text, tokens = filler.finish(protected=len(filler.chosen[: 1 + len(corrections) + 1]))
 
     placed = {(item.section, item.order) for item in filler.chosen}
     left_out: dict[str, int] = {}
-    everything = [*_header_items(relationship_with_user, style_hint), *corrections, *others, *_section_items(document)]
+    everything = [*_header_items(relationship_with_user, style_hint), *items, *_section_items(document)]
     keys = [(item.section, item.order) for item in everything]
     keys += [(exchange.section, exchange.order) for exchange in recent_exchanges + earlier_exchanges]
     for section, order in keys:
@@ -246,11 +248,15 @@ def _section_items(document: MemoryDocument) -> list[_Item]:
 
 
 def _fact_item(rank: int, fact: Fact) -> _Item:
-    line = f"- [{fact.category} | {fact.confidence:.2f}] {escape(fact.content)}"
+    pin = " | pinned" if fact.pinned else ""
+    line = f"- [{fact.category} | {fact.confidence:.2f}{pin}] {escape(fact.content)}"
     if fact.category == "correction" and fact.sourceError:
         line += f" (avoid: {escape(fact.sourceError)})"
-    # Corrections are listed before the other facts, each group best first.
-    return _Item("facts", rank if fact.category == "correction" else _AFTER_CORRECTIONS + rank, line)
+    if fact.expiresAt:
+        line += f" (until {fact.expiresAt[:10]})"
+    # Corrections are listed first, then pinned facts, then the others, each group best first.
+    group = 0 if fact.category == "correction" else 1 if fact.pinned else 2
+    return _Item("facts", group * _FACTS_PER_GROUP + rank, line)
 
 
 def _clip(text: str, side_chars: int) -> str:

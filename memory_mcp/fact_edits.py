@@ -64,6 +64,8 @@ def add_fact(store: MemoryStore, scope: Scope, request: AddFactRequest, settings
             confidence=request.confidence,
             createdAt=utc_now(),
             source="manual",
+            pinned=request.pinned,
+            expiresAt=request.expires_at,
         )
         outcome["added"] = fact
         facts = cap([*document.facts, fact], settings.memory.max_facts, fact.createdAt)
@@ -76,19 +78,15 @@ def add_fact(store: MemoryStore, scope: Scope, request: AddFactRequest, settings
 
 
 def update_fact(store: MemoryStore, scope: Scope, request: UpdateFactRequest, settings: Settings) -> FactChangeResult:
-    """New content replaces the fact (the old one is kept as superseded); a new category or
-    confidence alone edits it in place."""
-    if request.content is None and request.category is None and request.confidence is None:
-        raise InvalidInput("update_fact needs at least one of content, category, confidence")
+    """New content replaces the fact (the old one is kept as superseded, the new one inherits its
+    pin and end); a new category, confidence, pin or end alone edits it in place."""
+    edits = request.edits
+    if request.content is None and not edits:
+        raise InvalidInput("update_fact needs at least one of content, category, confidence, pinned, expires_at")
     outcome: dict[str, Fact] = {}
 
     def change(document: MemoryDocument) -> MemoryDocument:
         old = _holding_fact(document, request.fact_id)
-        edits = {
-            name: value
-            for name, value in (("category", request.category), ("confidence", request.confidence))
-            if value is not None
-        }
         content = request.content.strip() if request.content is not None else old.content
         if content == old.content:
             fact = old.model_copy(update=edits)

@@ -2,7 +2,8 @@
 
 A retired fact carries `validTo` (and `supersededBy` when a newer fact replaced it). It stays in
 memory.json and exports, and is left out of retrieval, injection and the updater's view, the way
-Graphiti invalidates edges instead of deleting them.
+Graphiti invalidates edges instead of deleting them. A fact past its `expiresAt` is left out the
+same way from that moment, with nothing written: it stays, expired, until erased.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import secrets
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from memory_mcp.clock import utc_now
 from memory_mcp.models import Fact, KnowledgeEntry
 
 EntryT = TypeVar("EntryT", Fact, KnowledgeEntry)
@@ -29,9 +31,10 @@ def normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def current(facts: Iterable[Fact]) -> list[Fact]:
-    """Facts that hold now (not retired)."""
-    return [fact for fact in facts if fact.validTo is None]
+def current(facts: Iterable[Fact], now: str | None = None) -> list[Fact]:
+    """Facts that hold at `now` (default: now): neither retired nor expired."""
+    now = now or utc_now()
+    return [fact for fact in facts if fact.validTo is None and not fact.expired(now)]
 
 
 def find_current_duplicate(facts: Iterable[Fact], content: str) -> Fact | None:
@@ -50,10 +53,13 @@ def retire(facts: Sequence[Fact], ids: set[str], when: str, replaced_by: str | N
 
 
 def cap(facts: Sequence[Fact], max_current: int, when: str) -> list[Fact]:
-    """At most `max_current` facts that hold: beyond it the least confident are retired (kept as
-    history, not erased). History is bounded too: the `max_current` most recently retired stay."""
-    holding = current(facts)
-    keep = {fact.id for fact in keep_most_confident(holding, max_current)}
+    """At most `max_current` facts that hold: beyond it the least confident unpinned ones are
+    retired (kept as history, not erased); pinned facts always stay. History is bounded too: the
+    `max_current` most recently retired stay."""
+    holding = current(facts, when)
+    pinned = [fact for fact in holding if fact.pinned]
+    others = keep_most_confident([fact for fact in holding if not fact.pinned], max(0, max_current - len(pinned)))
+    keep = {fact.id for fact in [*pinned, *others]}
     trimmed = {fact.id for fact in holding if fact.id not in keep}
     facts = retire(facts, trimmed, when, replaced_by=None)
     retired = sorted((fact for fact in facts if fact.validTo is not None), key=lambda f: f.validTo or "", reverse=True)

@@ -21,6 +21,7 @@ from memory_mcp.models import (
     HISTORY_SECTION_NAMES,
     USER_SECTION_NAMES,
     Fact,
+    HostFact,
     KnowledgeEntry,
     MemoryDocument,
     ProposedFact,
@@ -123,7 +124,8 @@ def apply_proposal(
     now = utc_now()
     proposed, malformed = _valid_facts(proposal.newFacts)
     holding = current(document.facts)
-    retirable = {fact.id for fact in holding if removable is None or fact.id in removable}
+    # A pinned fact changes only when someone edits or deletes it by name (update_fact, delete_fact).
+    retirable = {fact.id for fact in holding if not fact.pinned and (removable is None or fact.id in removable)}
     removing = set(proposal.factsToRemove) & retirable
     replacing = {fact.replaces for _, fact in proposed if fact.replaces in retirable}
     if malformed and (removing or replacing):
@@ -161,6 +163,9 @@ def apply_proposal(
             createdAt=now,
             source=source or "unknown",
             sourceError=candidate.sourceError if candidate.category == "correction" else None,
+            # Only the host may pin or give an end (HostFact); the updater's facts are plain.
+            pinned=isinstance(candidate, HostFact) and candidate.pinned,
+            expiresAt=candidate.expiresAt if isinstance(candidate, HostFact) else None,
         )
         added.append(fact)
         proposed_at[fact.id] = index

@@ -16,10 +16,10 @@ from waiting import wait_until
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput
 from memory_mcp.models import (
+    HostFact,
     HostMemory,
     MemoryDocument,
     ProfileRequest,
-    ProposedFact,
     SearchFactsRequest,
     StoredPage,
 )
@@ -154,7 +154,7 @@ def crashed_page(**profile: str) -> StoredPage:
         agent_response="Noted",
         timestamp="2026-01-01T00:00:00Z",
         host_memory=HostMemory(
-            facts=[ProposedFact(content="Alice lives in Berlin", category="context", confidence=0.95)],
+            facts=[HostFact(content="Alice lives in Berlin", category="context", confidence=0.95)],
             profile=profile,
         ),
     )

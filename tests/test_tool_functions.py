@@ -38,8 +38,8 @@ PARAMETERS = {
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name", "retry_failed"],
     "search_facts": ["query", "category", "limit", "include_superseded", "user_id", "agent_name"],
-    "add_fact": ["content", "category", "confidence", "user_id", "agent_name"],
-    "update_fact": ["fact_id", "content", "category", "confidence", "user_id", "agent_name"],
+    "add_fact": ["content", "category", "confidence", "pinned", "expires_at", "user_id", "agent_name"],
+    "update_fact": ["fact_id", "content", "category", "confidence", "pinned", "expires_at", "user_id", "agent_name"],
     "delete_fact": ["fact_id", "user_id", "agent_name"],
     "forget": ["user_id", "confirm", "agent_name"],
     "export_memory": ["user_id", "agent_name"],
@@ -200,7 +200,7 @@ def test_tools_list_publishes_the_bounds_the_validator_enforces(service: MemoryS
         "goal",
         "correction",
     ]
-    fact = tools["add_memory"].input_schema["$defs"]["ProposedFact"]["properties"]
+    fact = tools["add_memory"].input_schema["$defs"]["HostFact"]["properties"]
     assert fact["confidence"]["maximum"] == 1 and fact["content"]["maxLength"] == 2000
 
 

@@ -27,7 +27,7 @@ from pydantic import (
 from memory_mcp.clock import TIMESTAMP_RULE, normalise_timestamp
 from memory_mcp.errors import InvalidInput
 from memory_mcp.ids import IDENTIFIER_RULE, validate_identifier
-from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostMemory, ProposedFact, SectionName
+from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, SectionName
 
 MAX_META_DATA_DEPTH = 32
 MAX_QUERY_CHARS = 20_000
@@ -66,6 +66,13 @@ FactId = Annotated[str, Field(min_length=1, max_length=64, description="The fact
 
 def _timestamp_or_none(value: str | None) -> str | None:
     return None if value is None else normalise_timestamp(value)
+
+
+NEVER = "never"
+
+
+def _expiry_or_never(value: str | None) -> str | None:
+    return value if value in (None, NEVER) else normalise_timestamp(value)
 
 
 # A moment as the caller may write it ("" counts as not given), stored in the one form of clock.py.
@@ -107,13 +114,14 @@ class AddMemoryRequest(ToolRequest):
         description="The conversation this exchange belongs to, if the host has one.",
         json_schema_extra={"maxLength": MAX_THREAD_ID_CHARS},
     )
-    facts: list[ProposedFact] | None = Field(
+    facts: list[HostFact] | None = Field(
         None,
         max_length=MAX_HOST_FACTS,
         description="What you learned about the user from this exchange, one short self-contained statement "
         "per fact, in the user's language. confidence: 0.9-1.0 stated outright, 0.7-0.89 strongly implied "
         "(lower is not kept). category correction (with sourceError) when the user corrected you. `replaces`: "
-        "the id of a current fact (from search_facts or get_user_profile) that this one supersedes.",
+        "the id of a current fact (from search_facts or get_user_profile) that this one supersedes. `pinned` "
+        "when the user asks you to always keep it in mind; `expiresAt` when it holds only until then.",
     )
     profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
         None,
@@ -214,6 +222,10 @@ class AddFactRequest(ToolRequest):
     )
     category: FactCategory = Field("context", description="What kind of fact it is.")
     confidence: float = Field(0.9, ge=0, le=1, description="How sure it is, 0-1.")
+    pinned: bool = Field(False, description="Always keep it (max_facts never trims it), shown right after corrections.")
+    expires_at: OptionalTimestamp = Field(
+        None, description=f"When it stops holding by itself ({TIMESTAMP_RULE}); omit for never."
+    )
     user_id: UserId = None
     agent_name: AgentName = None
 
@@ -230,8 +242,21 @@ class UpdateFactRequest(ToolRequest):
     content: str | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording; omit to keep.")
     category: FactCategory | None = Field(None, description="New category; omit to keep.")
     confidence: float | None = Field(None, ge=0, le=1, description="New confidence 0-1; omit to keep.")
+    pinned: bool | None = Field(None, description="Pin (true) or unpin (false); omit to keep.")
+    expires_at: Annotated[str | None, BeforeValidator(_absent_if_empty), AfterValidator(_expiry_or_never)] = Field(
+        None, description=f"New end ({TIMESTAMP_RULE}), or 'never' to remove it; omit to keep."
+    )
     user_id: UserId = None
     agent_name: AgentName = None
+
+    @property
+    def edits(self) -> dict[str, Any]:
+        """The stored fields this request changes in place, by their stored names."""
+        given = {"category": self.category, "confidence": self.confidence, "pinned": self.pinned}
+        edits = {name: value for name, value in given.items() if value is not None}
+        if self.expires_at is not None:
+            edits["expiresAt"] = None if self.expires_at == NEVER else self.expires_at
+        return edits
 
 
 class DeleteFactRequest(ToolRequest):

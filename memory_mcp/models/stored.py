@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from memory_mcp.clock import TIMESTAMP_RULE, normalise_timestamp
 
 SCHEMA_VERSION = "1.0"
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
@@ -52,13 +54,29 @@ class ProposedFact(BaseModel):
     )
 
 
+def _expiry(value: str | None) -> str | None:
+    return None if value is None else normalise_timestamp(value)
+
+
+# When a fact stops holding by itself ("in Paris until Friday"), in any timestamp form.
+Expiry = Annotated[str | None, AfterValidator(_expiry)]
+
+
+class HostFact(ProposedFact):
+    """A fact the host model sends with an exchange: it may pin it or give it an end, as the user
+    asked. (The server's own updater proposes plain facts: it pins nothing on its own.)"""
+
+    pinned: bool = Field(False, description="Keep it whatever max_facts says, shown right after corrections.")
+    expiresAt: Expiry = Field(None, description=f"When it stops holding ({TIMESTAMP_RULE}); omit for never.")
+
+
 class HostMemory(BaseModel):
     """What the host model learned from one exchange, stored with the exchange itself so that the
     page and what it taught are written as one record; applied to memory.json right after."""
 
     model_config = ConfigDict(extra="forbid")
 
-    facts: list[ProposedFact] = Field(default_factory=list)
+    facts: list[HostFact] = Field(default_factory=list)
     profile: dict[SectionName, str] = Field(default_factory=dict)
 
 
@@ -111,6 +129,12 @@ class Fact(BaseModel):
     sourceError: str | None = None
     validTo: str | None = Field(None, description="When it stopped holding; absent while it holds.")
     supersededBy: str | None = Field(None, description="The fact that replaced it, if one did.")
+    pinned: bool = Field(False, description="Never trimmed by max_facts; shown right after corrections.")
+    expiresAt: str | None = Field(None, description="When it stops holding by itself, if it does.")
+
+    def expired(self, now: str) -> bool:
+        """Whether it has run out by `now` (a stored timestamp)."""
+        return self.expiresAt is not None and self.expiresAt <= now
 
 
 class KnowledgeEntry(BaseModel):

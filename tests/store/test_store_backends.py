@@ -32,11 +32,11 @@ from memory_mcp.models import (
     ExportRequest,
     Fact,
     ForgetRequest,
+    HostFact,
     HostMemory,
     ImportRequest,
     MemoryDocument,
     Page,
-    ProposedFact,
     RetrieveMemoryRequest,
     SessionState,
     StoredPage,
@@ -683,9 +683,7 @@ def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_thi
         user_input="I moved to Berlin",
         agent_response="ok",
         timestamp="2026-01-01T00:00:00Z",
-        host_memory=HostMemory(
-            facts=[ProposedFact(content="Alice lives in Berlin", category="context", confidence=0.9)]
-        ),
+        host_memory=HostMemory(facts=[HostFact(content="Alice lives in Berlin", category="context", confidence=0.9)]),
     )
     backend.store().append_page(Scope("alice"), cut)
 
