@@ -27,7 +27,9 @@ from memory_mcp.terms import index_terms
 
 def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, settings: Settings) -> FactsResult:
     facts = store.read_document(scope).facts
-    if not request.include_superseded:
+    if request.as_of is not None:
+        facts = [fact for fact in facts if fact.held_at(request.as_of)]
+    elif not request.include_superseded:
         facts = current(facts)
     if request.category is not None:
         facts = [fact for fact in facts if fact.category == request.category]

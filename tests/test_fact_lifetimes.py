@@ -15,6 +15,7 @@ from memory_mcp.errors import InvalidInput
 from memory_mcp.models import (
     AddFactRequest,
     ExportRequest,
+    ImportRequest,
     MemoryDocument,
     RetrieveMemoryRequest,
     SearchFactsRequest,
@@ -141,3 +142,26 @@ def test_a_wrong_pin_or_end_is_refused_and_changes_nothing(
     with pytest.raises(InvalidInput, match=problem):
         service.update_fact(UpdateFactRequest.build(fact_id=kept, **fields))
     assert holding(service) == ["Likes jazz"]
+
+
+def test_as_of_gives_the_facts_believed_at_that_moment(service: MemoryService) -> None:
+    history = [
+        {"id": "fact_0000000a", "content": "Lives in Berlin", "category": "context", "confidence": 0.9,
+         "createdAt": "2024-01-10T00:00:00Z", "validTo": "2025-03-01T00:00:00Z", "supersededBy": "fact_0000000b"},
+        {"id": "fact_0000000b", "content": "Lives in Lyon", "category": "context", "confidence": 0.9,
+         "createdAt": "2025-03-01T00:00:00Z"},
+        {"id": "fact_0000000c", "content": "On holiday in Rome", "category": "context", "confidence": 0.9,
+         "createdAt": "2025-06-01T00:00:00Z", "expiresAt": "2025-06-15T00:00:00Z"},
+    ]  # fmt: skip
+    document = {"user": {}, "history": {}, "facts": history}
+    service.import_memory(ImportRequest.build(data=document))
+
+    def believed(moment: str) -> list[str]:
+        return sorted(f.content for f in service.search_facts(SearchFactsRequest.build(as_of=moment)).facts)
+
+    assert believed("2023-12-31") == []
+    assert believed("2024-06-01") == ["Lives in Berlin"]
+    assert believed("2025-03-01T00:00:00Z") == ["Lives in Lyon"], "the replacement holds from its own moment"
+    assert believed("2025-06-10") == ["Lives in Lyon", "On holiday in Rome"]
+    assert believed("2025-06-15") == ["Lives in Lyon"]
+    assert believed(format_timestamp(now())) == holding(service) == ["Lives in Lyon"]

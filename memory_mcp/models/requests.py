@@ -212,6 +212,11 @@ class SearchFactsRequest(ToolRequest):
     include_superseded: bool = Field(
         False, description="Also list facts that were replaced or withdrawn (with validTo, supersededBy)."
     )
+    as_of: OptionalTimestamp = Field(
+        None,
+        description=f"The facts believed at that moment ({TIMESTAMP_RULE}): recorded by then and not yet "
+        "superseded, withdrawn or run out; omit for now.",
+    )
     user_id: UserId = None
     agent_name: AgentName = None
 

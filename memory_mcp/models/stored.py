@@ -136,6 +136,11 @@ class Fact(BaseModel):
         """Whether it has run out by `now` (a stored timestamp)."""
         return self.expiresAt is not None and self.expiresAt <= now
 
+    def held_at(self, moment: str) -> bool:
+        """Whether it was believed at `moment`: recorded by then (createdAt is when it began to
+        hold), not yet superseded or withdrawn (validTo), not yet run out (expiresAt)."""
+        return self.createdAt <= moment and (self.validTo is None or moment < self.validTo) and not self.expired(moment)
+
 
 class KnowledgeEntry(BaseModel):
     """Something the assistant stated or did that it should stay consistent with."""
