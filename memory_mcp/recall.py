@@ -18,11 +18,12 @@ from typing import Any
 
 from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
+from memory_mcp.embeddings import VectorTable
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.periods import Period, periods_in
-from memory_mcp.retrieval import LexicalIndex
+from memory_mcp.retrieval import LexicalIndex, best_of, fused
 from memory_mcp.sessions import SessionTable, archived_sessions, sessions_to_archive, thread_of_session
 from memory_mcp.store import MemoryStore, PageLog, Scope
 
@@ -70,18 +71,25 @@ class _ScopeCache:
     mask: Any = None
     maintenance: threading.Thread | None = None  # saving visits in the background, if it is
     recent: _RecentWindow = field(default_factory=_RecentWindow)
+    vectors: VectorTable | None = None  # with embeddings on, once a query vector came along
 
 
 class PageRecall:
     """Ranks a scope's exchanges and keeps its session tier; `on_hot(scope, thread)` is told when
-    a session with unanalysed exchanges turns hot (None: nobody analyses, so nothing is hot)."""
+    a session with unanalysed exchanges turns hot (None: nobody analyses, so nothing is hot), and
+    `on_unembedded(scope)` when a search with a query vector meets pages that have none."""
 
     def __init__(
-        self, settings: Settings, store: MemoryStore, on_hot: Callable[[Scope, str], None] | None = None
+        self,
+        settings: Settings,
+        store: MemoryStore,
+        on_hot: Callable[[Scope, str], None] | None = None,
+        on_unembedded: Callable[[Scope], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self._on_hot = on_hot
+        self._on_unembedded = on_unembedded
         self._caches: dict[Scope, _ScopeCache] = {}
         self._guard = threading.Lock()
 
@@ -125,10 +133,13 @@ class PageRecall:
         among_first: int,
         exclude: list[int],
         within: Any = None,
+        query_vector: Any = None,
+        vector_model: str = "",
     ) -> list[tuple[int, float]]:
         """Rank the scope's pages but those in `exclude` (the recent ones) and those `within`
         leaves out: archived sessions left out unless asked for, hot sessions lifted by
-        `heat_ranking_weight`. Each session returned counts a visit."""
+        `heat_ranking_weight`; by words, and by similarity to `query_vector` too when one is
+        given (pages with vectors of `vector_model`). Each session returned counts a visit."""
         if among_first <= len(exclude) or not request.query.strip():
             return []
         cache = self.cache(scope, page_log)
@@ -138,9 +149,19 @@ class PageRecall:
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages[:among_first], periods) if periods else None
-            hits = cache.index.search(
-                request.query, wanted, among_first=among_first, allowed=allowed, exclude=exclude, period=period
-            )
+            lexical = cache.index.scores(request.query, among_first, allowed, exclude, period)
+            if query_vector is None:
+                hits = best_of(lexical, wanted)
+            else:
+                if cache.vectors is None or cache.vectors.model != vector_model:
+                    cache.vectors = VectorTable(vector_model)
+                cache.vectors.catch_up(self.store, scope, page_log.pages[:among_first])
+                similarities, has_vector = cache.vectors.similarities(query_vector, len(lexical))
+                if not has_vector.all() and self._on_unembedded is not None:
+                    self._on_unembedded(scope)
+                eligible = _eligible(len(lexical), allowed, exclude)
+                weight_of_words = self.settings.embeddings.lexical_weight
+                hits = best_of(fused(lexical, similarities, has_vector, eligible, weight_of_words), wanted)
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
                 hit_sessions = {page_sessions[i] for i, _ in hits}
@@ -172,6 +193,7 @@ class PageRecall:
         with cache.lock:
             if cache.generation != page_log.generation:
                 cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
+                cache.vectors = None
             pages = page_log.pages
             cache.index.extend([(_page_text(page), thread_key(page)) for page in pages[len(cache.index) : len(pages)]])
             cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
@@ -251,6 +273,18 @@ def _within(pages: Sequence[Page], periods: Sequence[Period]) -> Any:
     return np.fromiter(
         (any(period.holds(page.timestamp) for period in periods) for page in pages), dtype=bool, count=len(pages)
     )
+
+
+def _eligible(count: int, allowed: Any, exclude: Sequence[int]) -> Any:
+    """Which of the first `count` pages a search may return."""
+    import numpy as np
+
+    eligible = np.ones(count, dtype=bool)
+    if allowed is not None:
+        covered = min(len(allowed), count)
+        eligible[:covered] &= allowed[:covered]
+    eligible[[number for number in exclude if number < count]] = False
+    return eligible
 
 
 def _both(first: Any, second: Any) -> Any:

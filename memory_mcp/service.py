@@ -13,6 +13,7 @@ from memory_mcp import __version__, fact_edits, host_memory
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
+from memory_mcp.embeddings import EmbeddingRunner, open_embedder
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
@@ -102,8 +103,14 @@ class MemoryService:
         self.store: MemoryStore = store if store is not None else open_store(settings)
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updates = UpdateRunner(settings, self.store, self.extraction_on)
+        self._embedder = open_embedder(settings)
+        # Vectors are computed by processes that live long enough to; a hook's queries still use them.
+        self._embedding = None if self._embedder is None or short_lived else EmbeddingRunner(self.store, self._embedder)
         self._recall = PageRecall(
-            settings, self.store, on_hot=self._updates.analyse_soon if self.extraction_on and not short_lived else None
+            settings,
+            self.store,
+            on_hot=self._updates.analyse_soon if self.extraction_on and not short_lived else None,
+            on_unembedded=None if self._embedding is None else self._embedding.notify,
         )
 
     @property
@@ -119,6 +126,8 @@ class MemoryService:
         warm_up.daemon = True
         warm_up.start()
         self._updates.start()
+        if self._embedding is not None:
+            self._embedding.start()
 
     def warm_up(self, user_id: str | None = None, agent_name: str | None = None) -> None:
         """Import numpy and scikit-learn, load the token encoding and the scope's index (about
@@ -137,6 +146,8 @@ class MemoryService:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
         finish; return how many were left."""
         self._recall.close()
+        if self._embedding is not None:
+            self._embedding.shutdown(self.settings.memory.shutdown_flush_seconds)
         left = self._updates.shutdown()
         if self._owns_store:
             self.store.close()
@@ -168,6 +179,8 @@ class MemoryService:
                 host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
             )
         self._updates.added(scope, thread_key(page))
+        if self._embedding is not None:
+            self._embedding.notify(scope)
         message = "Remembered. retrieve_memory will find this exchange from now on."
         if structured is not None:
             message += (
@@ -195,13 +208,24 @@ class MemoryService:
         within = time_window(pages, request.since, request.until)
         recent = self._recall.recent(scope, page_log, len(pages), within)
         document = self.store.read_document(scope)
-        hits = self._recall.search(scope, page_log, document, request, len(pages), exclude=recent, within=within)
+        query_vector, vector_note = self._query_vector(request.query) if len(pages) > len(recent) else (None, None)
+        hits = self._recall.search(
+            scope,
+            page_log,
+            document,
+            request,
+            len(pages),
+            exclude=recent,
+            within=within,
+            query_vector=query_vector,
+            vector_model=self._embedder.model if self._embedder is not None else "",
+        )
         retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
         short_term = [Page(**_page_fields(pages[i])) for i in recent]
         about = f"{request.query}\n{request.current_context}".strip()
         facts = self._rank_entries(current(document.facts), about, ScoredFact)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
-        notes = self._notes(document)
+        notes = self._notes(document) + ([vector_note] if vector_note else [])
         context, context_tokens = self._context(request, document, facts, short_term, retrieved, notes)
         return RetrieveMemoryResult(
             query=request.query,
@@ -314,6 +338,8 @@ class MemoryService:
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
             counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
+            if self._embedding is not None:
+                self._embedding.notify(part_scope)
         return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
         )
@@ -534,6 +560,15 @@ class MemoryService:
         if built.shortened:
             notes.append(f"To fit max_tokens={budget}, {built.shortened} exchanges in the context are shortened (…).")
         return built.text, built.tokens
+
+    def _query_vector(self, query: str) -> tuple[Any, str | None]:
+        """The query's vector when embeddings are on; else None, and why when they are on."""
+        if self._embedder is None or not query.strip():
+            return None, None
+        try:
+            return self._embedder.embed([query], query=True)[0], None
+        except Exception as exc:  # noqa: BLE001  # an embedding that fails never fails a retrieve
+            return None, f"Embeddings unavailable ({type(exc).__name__}: {str(exc)[:120]}): ranked by words alone."
 
     def _notes(self, document: MemoryDocument) -> list[str]:
         if document.is_empty():

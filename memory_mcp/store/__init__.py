@@ -6,6 +6,8 @@ the JSON files without any caller knowing which one is in use.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -40,9 +42,31 @@ class PageLog:
     pages: Sequence[Page]
 
 
+@dataclass(frozen=True)
+class PageVector:
+    """A page's embedding as stored: int8 components that times `scale` give the vector."""
+
+    page_id: str
+    model: str
+    scale: float
+    components: bytes
+
+
 def page_record(page: Page) -> str:
     """A page as one log record (JSON): its host memory too, when it carries some."""
     return page.record() if isinstance(page, StoredPage) else page.model_dump_json()
+
+
+def vector_record(vector: PageVector) -> str:
+    """A vector as one JSON record (its components in base64)."""
+    components = base64.b64encode(vector.components).decode("ascii")
+    return json.dumps({"page_id": vector.page_id, "model": vector.model, "scale": vector.scale, "v": components})
+
+
+def vector_from_record(record: str | bytes) -> PageVector:
+    """A vector read back from its record; ValueError (or KeyError) when it is not one."""
+    fields = json.loads(record)
+    return PageVector(fields["page_id"], fields["model"], float(fields["scale"]), base64.b64decode(fields["v"]))
 
 
 def page_from_record(record: str | bytes) -> Page:
@@ -67,6 +91,14 @@ class MemoryStore(Protocol):
         """Store several pages in order, durably, as one write. Pages come from elsewhere (an
         import, a transcript): if any of their ids is already stored, raise `already_stored` and
         write nothing, so that two imports of the same pages at once cannot store them twice."""
+
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
+        """Durably store embeddings of pages already in the scope's log (a scope erased meanwhile
+        stores nothing). Appended: a page's later vector for the same model wins."""
+
+    def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
+        """Vectors stored since mark `after` (0: all), and the mark to read on from. A mark holds
+        while the page log keeps its generation: after that, read from 0."""
 
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash

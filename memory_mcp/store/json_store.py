@@ -42,7 +42,16 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
-from memory_mcp.store import PageLog, Scope, already_stored, page_from_record, page_record
+from memory_mcp.store import (
+    PageLog,
+    PageVector,
+    Scope,
+    already_stored,
+    page_from_record,
+    page_record,
+    vector_from_record,
+    vector_record,
+)
 from memory_mcp.store.durable import (
     FILE_MODE,
     NotDurable,
@@ -61,6 +70,7 @@ log = logging.getLogger(__name__)
 
 MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
+VECTORS_FILE = "vectors.jsonl"  # embeddings of the pages: derived, so a damaged line is recomputed
 USERS_DIR = "users"
 AGENTS_DIR = "agents"
 LOCKS_DIR = "locks"
@@ -212,6 +222,39 @@ class JsonStore:
                 cache.lines += len(pages)
                 if size_before == 0:
                     cache.identity = (cache.identity[0], records[: records.index(b"\n") + 1])
+
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
+        if not vectors:
+            return
+        records = b"".join((vector_record(vector) + "\n").encode("ascii") for vector in vectors)
+        state = self._states.get(scope)
+        directory = self.scope_dir(scope)
+        with (
+            _os_errors(f"store page vectors for {scope.describe()}"),
+            state.log_lock,
+            self._holding(state.log_file_lock, scope),
+        ):
+            if (directory / PAGES_FILE).exists():  # under the lock an erase takes: not erased meanwhile
+                append_records(directory / VECTORS_FILE, records)
+
+    def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
+        path = self.scope_dir(scope) / VECTORS_FILE
+        with _os_errors(f"read the page vectors of {scope.describe()}"):
+            try:
+                with opened_for_reading(path) as fd:
+                    size = os.fstat(fd).st_size
+                    after = after if after <= size else 0
+                    data = os.pread(fd, size - after, after)
+            except FileNotFoundError:
+                return [], 0
+        complete = data[: data.rfind(b"\n") + 1]  # a torn last line is an append under way or cut short
+        vectors = []
+        for line in complete.splitlines():
+            try:
+                vectors.append(vector_from_record(line))
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s holds a damaged line; its page will be embedded again", path)
+        return vectors, after + len(complete)
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,

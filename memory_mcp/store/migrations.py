@@ -99,6 +99,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             FOR EACH ROW EXECUTE FUNCTION {schema}.documents_new_version();
         """,
     ),
+    Migration(
+        2,
+        "page vectors",
+        """
+        -- Embeddings of pages, appended as they are computed; seq orders them, so a reader reads on
+        -- from the last one it saw. They go with their scope (ON DELETE CASCADE).
+        CREATE TABLE {schema}.page_vectors (
+            user_id     text COLLATE "C" NOT NULL,
+            agent_name  text COLLATE "C" NOT NULL,
+            seq         bigserial NOT NULL,
+            page_id     text NOT NULL,
+            model       text NOT NULL,
+            scale       double precision NOT NULL,
+            components  bytea NOT NULL,
+            CONSTRAINT page_vectors_pkey PRIMARY KEY (user_id, agent_name, seq),
+            CONSTRAINT page_vectors_scope_fkey FOREIGN KEY (user_id, agent_name)
+                REFERENCES {schema}.scopes (user_id, agent_name) ON DELETE CASCADE
+        );
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -75,7 +75,7 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
-from memory_mcp.store import PageLog, Scope, already_stored, page_from_record, page_record
+from memory_mcp.store import PageLog, PageVector, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
 from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
 
@@ -139,6 +139,18 @@ _QUERIES = {
         SET document = %(doc)s::jsonb  -- (a trigger sets version and updated_at)
         WHERE user_id = %(u)s AND agent_name = %(a)s
         RETURNING version
+    """,
+    "append_vectors": """
+        INSERT INTO {schema}.page_vectors (user_id, agent_name, page_id, model, scale, components)
+        SELECT s.user_id, s.agent_name, v.page_id, v.model, v.scale, v.components
+        FROM {schema}.scopes s
+        CROSS JOIN unnest(%(ids)s::text[], %(models)s::text[], %(scales)s::float8[], %(components)s::bytea[])
+            AS v (page_id, model, scale, components)
+        WHERE s.user_id = %(u)s AND s.agent_name = %(a)s  -- no scope row (erased): nothing stored
+    """,
+    "read_vectors": """
+        SELECT seq, page_id, model, scale, components FROM {schema}.page_vectors
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND seq > %(after)s ORDER BY seq
     """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
@@ -391,6 +403,37 @@ class PostgresStore:
     def _log_rows(self, conn: psycopg.Connection, scope: Scope, after: int) -> list[tuple[Any, ...]]:
         user_id, agent = _key(scope)
         return conn.execute(self._sql["read_pages"], {"u": user_id, "a": agent, "after": after}).fetchall()
+
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
+        user_id, agent = _key(scope)
+        if not vectors:
+            return
+        params = {
+            "u": user_id,
+            "a": agent,
+            "ids": [vector.page_id for vector in vectors],
+            "models": [vector.model for vector in vectors],
+            "scales": [vector.scale for vector in vectors],
+            "components": [vector.components for vector in vectors],
+        }
+        # Appending twice after a lost connection only stores the same vectors again: harmless.
+        self._run(
+            f"store page vectors for {scope.describe()}",
+            lambda conn, _: conn.execute(self._sql["append_vectors"], params),
+        )
+
+    def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
+        user_id, agent = _key(scope)
+        rows = self._run(
+            f"read the page vectors of {scope.describe()}",
+            lambda conn, _: conn.execute(
+                self._sql["read_vectors"], {"u": user_id, "a": agent, "after": after}
+            ).fetchall(),
+        )
+        vectors = [
+            PageVector(page_id, model, scale, bytes(components)) for _, page_id, model, scale, components in rows
+        ]
+        return vectors, rows[-1][0] if rows else after
 
     def erase(self, scope: Scope) -> None:
         user_id, agent = _key(scope)

@@ -242,6 +242,7 @@ def test_no_key_is_written_into_the_code_and_only_one_module_reads_the_environme
     )
     # The one client is given the configured key, or a placeholder the local endpoints ignore.
     assert sorted(api_key_values) == [
+        ("embeddings.py", "self._api_key or 'not-needed'"),
         ("llm.py", "self._api_key or 'not-needed'"),
         ("update_runner.py", "settings.openai_api_key"),
     ], api_key_values

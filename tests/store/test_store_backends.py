@@ -42,7 +42,7 @@ from memory_mcp.models import (
     StoredPage,
 )
 from memory_mcp.service import MemoryService
-from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.store import MemoryStore, PageVector, Scope
 from memory_mcp.store.json_store import JsonStore
 
 USER = Scope("alice")
@@ -936,3 +936,30 @@ def test_postgres_append_whose_commit_was_not_acknowledged_is_not_stored_twice(
 
     assert lost == ["once"]
     assert ids(pg.store().read_pages(USER).pages) == ["page_0000", "page_0001", "page_0002"]
+
+
+# --- page vectors -----------------------------------------------------------------------------
+
+
+def vector(n: int, model: str = "m1") -> PageVector:
+    return PageVector(f"page_{n:04d}", model, 0.01 * (n + 1), bytes([n % 128, 1, 255, 0]))
+
+
+def test_page_vectors_are_read_on_from_a_mark_and_go_with_their_scope(backend: Backend) -> None:
+    store = backend.store()
+    store.append_vectors(USER, [vector(0)])
+    assert store.read_vectors(USER, 0)[0] == [], "no pages: nothing stored"
+
+    store.append_pages(USER, [make_page(n) for n in range(3)])
+    store.append_vectors(USER, [vector(0), vector(1)])
+    first, mark = store.read_vectors(USER, 0)
+    assert first == [vector(0), vector(1)]
+    store.append_vectors(USER, [vector(2, "m2")])
+    other = backend.store()  # another process sees them too, and reads on from the mark
+    assert other.read_vectors(USER, mark)[0] == [vector(2, "m2")]
+    assert other.read_vectors(USER, 0)[0] == [vector(0), vector(1), vector(2, "m2")]
+
+    store.erase(USER)
+    assert backend.store().read_vectors(USER, 0)[0] == []
+    store.append_vectors(USER, [vector(1)])
+    assert backend.store().read_vectors(USER, 0)[0] == [], "vectors of an erased scope are not stored"

