@@ -216,68 +216,95 @@ def percentile(values: Sequence[float], q: float) -> float:
 # --- the run --------------------------------------------------------------------------------
 
 
-def run(conversations: Sequence[Conversation], ks: Sequence[int], extra_settings: dict[str, Any]) -> dict[str, Any]:
-    from memory_mcp.config import Settings
-    from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+def ingest(service: Any, conversations: Sequence[Conversation]) -> tuple[float, float]:
+    """Store every conversation, one user each, and compute their embeddings when they are on;
+    return the seconds each took."""
+    from memory_mcp.models import AddMemoryRequest
 
-    max_k = max(ks)
-    results: list[Ranked] = []
+    started = time.perf_counter()
+    for conversation in conversations:
+        for exchange in conversation.exchanges:
+            service.add_memory(
+                AddMemoryRequest.build(
+                    user_input=exchange.user_input,
+                    agent_response=exchange.agent_response,
+                    timestamp=exchange.timestamp,
+                    meta_data={"dia_ids": exchange.dia_ids, "session": exchange.session},
+                    user_id=conversation.sample_id,
+                )
+            )
+    stored = time.perf_counter()
+    if service.settings.embeddings.backend != "none":
+        for conversation in conversations:
+            service.embed_missing(conversation.sample_id, None)
+    return stored - started, time.perf_counter() - stored
+
+
+def ask(
+    service: Any, conversations: Sequence[Conversation], max_k: int
+) -> tuple[list[list[Ranked]], list[float], list[dict[str, Any]]]:
+    """Every question once, per conversation: what was ranked, each retrieve's milliseconds, and
+    per-conversation counts."""
+    from memory_mcp.models import RetrieveMemoryRequest
+
+    results: list[list[Ranked]] = []
     latencies_ms: list[float] = []
     per_conversation = []
+    for conversation in conversations:
+        user = conversation.sample_id
+        # Warm-up: builds this user's index and loads numpy; not timed, not scored.
+        service.retrieve_memory(RetrieveMemoryRequest.build(query="hello", max_results=max_k, user_id=user))
+        short_term = conversation.exchanges[-service.settings.short_term_capacity :]
+        short_term_ids = {dia_id for exchange in short_term for dia_id in exchange.dia_ids}
+        gold_in_short_term = 0
+        ranked = []
+        for question in conversation.questions:
+            request = RetrieveMemoryRequest.build(query=question.question, max_results=max_k, user_id=user)
+            started = time.perf_counter()
+            answer = service.retrieve_memory(request)
+            latencies_ms.append((time.perf_counter() - started) * 1000)
+            metas = [page.meta_data or {} for page in answer.retrieved_pages[:max_k]]
+            pages = [(list(meta.get("dia_ids", [])), int(meta.get("session", -1))) for meta in metas]
+            ranked.append(Ranked(question.category, question.evidence, pages))
+            gold_in_short_term += sum(1 for dia_id in question.evidence if dia_id in short_term_ids)
+        results.append(ranked)
+        per_conversation.append(
+            {
+                "sample_id": user,
+                "pages": len(conversation.exchanges),
+                "questions": len(conversation.questions),
+                "skipped_no_evidence": conversation.skipped_questions,
+                "dropped_evidence": conversation.dropped_evidence,
+                "gold_ids_in_short_term": gold_in_short_term,
+            }
+        )
+    return results, latencies_ms, per_conversation
+
+
+def open_service(data_dir: str, extra_settings: dict[str, Any]) -> Any:
+    from memory_mcp.config import Settings
+    from memory_mcp.service import MemoryService
+
+    fields = {"short_term_capacity": SHORT_TERM_CAPACITY, **extra_settings, "data_storage_path": data_dir}
+    # Not started: no background work (an embedding runner would compute what ingest() computes).
+    return MemoryService(Settings.model_validate(fields))
+
+
+def run(conversations: Sequence[Conversation], ks: Sequence[int], extra_settings: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="locomo-recall-") as data_dir:
-        fields = {"short_term_capacity": SHORT_TERM_CAPACITY, **extra_settings, "data_storage_path": data_dir}
-        settings = Settings.model_validate(fields)
-        service = MemoryService(settings)
-        service.start()
+        service = open_service(data_dir, extra_settings)
         try:
-            ingest_started = time.perf_counter()
-            for conversation in conversations:
-                for exchange in conversation.exchanges:
-                    service.add_memory(
-                        AddMemoryRequest.build(
-                            user_input=exchange.user_input,
-                            agent_response=exchange.agent_response,
-                            timestamp=exchange.timestamp,
-                            meta_data={"dia_ids": exchange.dia_ids, "session": exchange.session},
-                            user_id=conversation.sample_id,
-                        )
-                    )
-            ingest_s = time.perf_counter() - ingest_started
-            for conversation in conversations:
-                user = conversation.sample_id
-                # Warm-up: builds this user's index and loads numpy; not timed, not scored.
-                service.retrieve_memory(RetrieveMemoryRequest.build(query="hello", max_results=max_k, user_id=user))
-                short_term = conversation.exchanges[-settings.short_term_capacity :]
-                short_term_ids = {dia_id for exchange in short_term for dia_id in exchange.dia_ids}
-                gold_in_short_term = 0
-                for question in conversation.questions:
-                    request = RetrieveMemoryRequest.build(query=question.question, max_results=max_k, user_id=user)
-                    started = time.perf_counter()
-                    answer = service.retrieve_memory(request)
-                    latencies_ms.append((time.perf_counter() - started) * 1000)
-                    metas = [page.meta_data or {} for page in answer.retrieved_pages[:max_k]]
-                    pages = [(list(meta.get("dia_ids", [])), int(meta.get("session", -1))) for meta in metas]
-                    results.append(Ranked(question.category, question.evidence, pages))
-                    gold_in_short_term += sum(1 for dia_id in question.evidence if dia_id in short_term_ids)
-                per_conversation.append(
-                    {
-                        "sample_id": user,
-                        "pages": len(conversation.exchanges),
-                        "questions": len(conversation.questions),
-                        "skipped_no_evidence": conversation.skipped_questions,
-                        "dropped_evidence": conversation.dropped_evidence,
-                        "gold_ids_in_short_term": gold_in_short_term,
-                    }
-                )
+            ingest_s, embed_s = ingest(service, conversations)
+            results, latencies_ms, per_conversation = ask(service, conversations, max(ks))
         finally:
             service.close()
     return {
-        "settings": {key: value for key, value in fields.items() if key != "data_storage_path"},
+        "settings": {"short_term_capacity": SHORT_TERM_CAPACITY, **extra_settings},
         "ks": list(ks),
         "ingest_seconds": ingest_s,
+        "embedding_seconds": embed_s,
         "conversations": per_conversation,
-        "metrics": score(results, ks),
+        "metrics": score([ranked for each in results for ranked in each], ks),
         "latency_ms": {
             "queries": len(latencies_ms),
             "p50": statistics.median(latencies_ms) if latencies_ms else float("nan"),
@@ -294,7 +321,12 @@ def print_report(report: dict[str, Any], data_path: Path) -> None:
     ks = report["ks"]
     settings = report["settings"]
     conversations = report["conversations"]
-    print("LoCoMo retrieval recall (memory-mcp retrieve_memory, lexical ranking)")
+    ranking = (
+        "lexical ranking"
+        if report["settings"].get("embeddings", {}).get("backend", "none") == "none"
+        else "lexical and vector ranking fused"
+    )
+    print(f"LoCoMo retrieval recall (memory-mcp retrieve_memory, {ranking})")
     print(f"  data: {data_path} ({len(conversations)} conversations, {sum(c['pages'] for c in conversations)} pages)")
     print("  pages: consecutive turns of a session paired, each turn prefixed with its speaker ('Name: text'),")
     print("         image turns + ' [shares a photo: <caption>]'; one user per conversation")
@@ -309,7 +341,11 @@ def print_report(report: dict[str, Any], data_path: Path) -> None:
     skipped = sum(c["skipped_no_evidence"] for c in conversations)
     print(f"  evidence dropped (names no turn): {', '.join(dropped) or 'none'}")
     print(f"  category 1-4 questions left with no evidence (not scored): {skipped}")
-    print(f"  one retrieve per question, max_results={max(ks)}; ingest took {report['ingest_seconds']:.1f} s")
+    embeddings = report["settings"].get("embeddings", {}).get("backend", "none")
+    embedding = f", embedding ({embeddings}) {report['embedding_seconds']:.1f} s" if embeddings != "none" else ""
+    print(
+        f"  one retrieve per question, max_results={max(ks)}; ingest took {report['ingest_seconds']:.1f} s{embedding}"
+    )
     print()
 
     metrics = report["metrics"]

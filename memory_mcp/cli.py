@@ -42,6 +42,7 @@ from memory_mcp.models import (
 from memory_mcp.portability.documents import parse_import
 from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.service import MemoryService
+from memory_mcp.wording import plural
 
 log = logging.getLogger("memory_mcp")
 
@@ -107,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--memoryos-user", metavar="ID", help="with --from-memoryos: import only this MemoryOS user")
     restore.add_argument("--assistant", help="MemoryOS assistant_id whose knowledge to bring (default: all)")
     restore.add_argument("--yes", action="store_true", help="with --mode replace: do not ask for confirmation")
+    embed_help = (
+        "compute the embeddings exchanges lack (embeddings.backend 'local' or 'openai'). About 0.1 s an "
+        "exchange on two cores with the local model, so 100,000 take hours; stop it any time (Ctrl-C) and "
+        "run it again: it goes on where it stopped"
+    )
+    embed = command("embed", embed_help)
+    embed.add_argument("user", nargs="?", help="only this user (default: every user)")
+    embed.add_argument("--agent", help="only this agent of the user")
     forget = command("forget", "erase everything stored for a user (or one agent)")
     forget.add_argument("user")
     forget.add_argument("--agent")
@@ -519,6 +528,27 @@ def _forget(service: MemoryService, args: argparse.Namespace) -> int:
     return _emit(args, result, lambda: _console().change(result))
 
 
+def _embed(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.user:
+        _require_stored(service, args.user, args.agent)
+
+    def progress(scope: Any, done: int, total: int) -> None:
+        print(f"\r{scope.describe()}: {done}/{total} exchanges embedded", end="", file=sys.stderr, flush=True)
+
+    stored = 0
+    try:
+        for user in [args.user] if args.user else service.list_users():
+            added = service.embed_missing(user, args.agent, progress)
+            stored += added
+            if added:
+                print(file=sys.stderr)  # after the progress line
+    except KeyboardInterrupt:
+        print(f"\nstopped after {plural(stored, 'exchange')}: run it again to go on", file=sys.stderr)
+        return 130
+    print(f"{plural(stored, 'exchange')} embedded")
+    return 0
+
+
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         _require_stored(service, args.user, args.agent)
@@ -615,6 +645,7 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "import": _import,
     "forget": _forget,
     "flush": _flush,
+    "embed": _embed,
 }
 # Commands that open no memory store through the service: the token file, or both backends at once.
 STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {

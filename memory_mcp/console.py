@@ -53,9 +53,9 @@ def status(result: StatusResult) -> None:
     out.print(f"structured memory: {extraction}  token counter: {result.token_counter}")
     for note in result.notes:
         note_line(note)
-    table = Table(
-        "user", "agents", "exchanges", "facts", "pending", "set aside", title=plural(len(result.users), "user")
-    )
+    embedding = any(user.pages_without_vectors is not None for user in result.users)
+    columns = ["user", "agents", "exchanges", "facts", "pending", "set aside"] + (["no vector"] if embedding else [])
+    table = Table(*columns, title=plural(len(result.users), "user"))
     for user in result.users:
         table.add_row(
             user.user_id,
@@ -64,6 +64,7 @@ def status(result: StatusResult) -> None:
             str(user.facts),
             str(user.pending_pages),
             str(user.set_aside_pages),
+            *([str(user.pages_without_vectors or 0)] if embedding else []),
         )
     out.print(table)
     for user in result.users:

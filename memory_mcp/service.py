@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -430,8 +431,27 @@ class MemoryService:
             facts=sum(len(current(document.facts)) for document in documents),
             pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
             set_aside_pages=sum(document.analysis.set_aside_pages() for document in documents),
+            pages_without_vectors=None
+            if self._embedding is None
+            else sum(len(self._embedding.missing(scope)) for scope in scopes),
         )
         return summary, documents
+
+    def embed_missing(
+        self, user_id: str, agent_name: str | None, progress: Callable[[Scope, int, int], None] | None = None
+    ) -> int:
+        """Compute now the vectors the user's exchanges lack (their agents' too, unless one is
+        named); return how many were stored. Stopped part-way, it resumes where it stopped."""
+        if self._embedding is None:
+            raise InvalidInput("embeddings are off: set embeddings.backend to 'local' or 'openai' in the config")
+        scope = self.resolve_scope(user_id, agent_name)
+        self._require_stored(scope)
+        agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
+        stored = 0
+        for each in [scope, *(Scope(scope.user_id, agent) for agent in agents)]:
+            told = None if progress is None else functools.partial(progress, each)
+            stored += self._embedding.embed_scope(each, told)
+        return stored
 
     # --- internals ------------------------------------------------------------------------
 

@@ -7,16 +7,18 @@ meaning ("dog", "greyhound") on the same dimension, as a real model would.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from command_line import cli
 from core_calls import add
 from scripted_llm import ScriptedLLM
 from waiting import wait_until
 
-from memory_mcp.config import EmbeddingSettings, Settings
+from memory_mcp.config import EmbeddingSettings, Settings, load_settings
 from memory_mcp.models import ForgetRequest, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
@@ -158,3 +160,32 @@ def test_the_local_model_finds_by_meaning_across_languages(data_dir: Path) -> No
         assert ranked(service, "¿Qué le pasó a mi coche?")[0] == "My sedan broke down on the motorway"
     finally:
         service.close()
+
+
+@pytest.mark.integration
+def test_the_embed_command_computes_what_is_missing_and_status_counts_what_is_left(
+    home: Path, endpoint: ScriptedLLM, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    embeddings = {"backend": "openai", "base_url": endpoint.base_url, "model": "concepts-1"}
+    config.write_text(json.dumps({"embeddings": embeddings}), encoding="utf-8")
+    service = MemoryService(load_settings(config, environ={"MEMORY_MCP_HOME": str(home)}))  # not started: no runner
+    for said, answered in EXCHANGES:
+        add(service, said, answered)
+    add(service, "An agent's own note", "ok", agent_name="coder")
+    service.close()
+
+    def left() -> int:
+        [user] = cli(home, "users", "--json", "--config", config).json()["users"]
+        return user["pages_without_vectors"]
+
+    assert left() == 5
+    done = cli(home, "embed", "--config", config)
+    assert (done.code, done.stdout) == (0, "5 exchanges embedded\n")
+    assert "default/coder: 1/1 exchanges embedded" in done.stderr
+    assert left() == 0
+    assert cli(home, "embed", "default", "--config", config).stdout == "0 exchanges embedded\n", "nothing left to do"
+    off = cli(home, "embed")
+    assert off.error_line() == (
+        "memory-mcp embed: embeddings are off: set embeddings.backend to 'local' or 'openai' in the config"
+    )

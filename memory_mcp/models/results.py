@@ -157,6 +157,9 @@ class UserSummary(BaseModel):
     facts: int = 0
     pending_pages: int = 0
     set_aside_pages: int = 0
+    pages_without_vectors: int | None = Field(
+        None, description="Exchanges whose embedding is not computed yet (None: embeddings are off)."
+    )
     problem: str | None = Field(None, description="Why this user's memory cannot be read (file and reason), if so.")
 
 
