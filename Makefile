@@ -41,6 +41,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/bench_hooks.py
 	$(PY) bench/locomo_recall.py
 	$(PY) bench/relative_dates.py
+	$(PY) bench/bench_vectors.py
 
 # dist/memory-mcp-store.mcpb: the bundle Claude Desktop installs with a double-click.
 bundle: $(VENV)/.installed
