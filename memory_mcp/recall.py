@@ -149,19 +149,11 @@ class PageRecall:
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages[:among_first], periods) if periods else None
-            lexical = cache.index.scores(request.query, among_first, allowed, exclude, period)
-            if query_vector is None:
-                hits = best_of(lexical, wanted)
-            else:
-                if cache.vectors is None or cache.vectors.model != vector_model:
-                    cache.vectors = VectorTable(vector_model)
-                cache.vectors.catch_up(self.store, scope, page_log.pages[:among_first])
-                similarities, has_vector = cache.vectors.similarities(query_vector, len(lexical))
-                if not has_vector.all() and self._on_unembedded is not None:
-                    self._on_unembedded(scope)
-                eligible = _eligible(len(lexical), allowed, exclude)
-                weight_of_words = self.settings.embeddings.lexical_weight
-                hits = best_of(fused(lexical, similarities, has_vector, eligible, weight_of_words), wanted)
+            scores = cache.index.scores(request.query, among_first, allowed, exclude, period)
+            if query_vector is not None:
+                pages = page_log.pages[:among_first]
+                scores = self._with_vectors(cache, scope, pages, scores, query_vector, vector_model, allowed, exclude)
+            hits = best_of(scores, wanted)
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
                 hit_sessions = {page_sessions[i] for i, _ in hits}
@@ -176,6 +168,27 @@ class PageRecall:
                 cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
                 cache.maintenance.start()
         return hits
+
+    def _with_vectors(
+        self,
+        cache: _ScopeCache,
+        scope: Scope,
+        pages: Sequence[Page],
+        lexical: Any,
+        query_vector: Any,
+        model: str,
+        allowed: Any,
+        exclude: Sequence[int],
+    ) -> Any:
+        """The word scores fused with the pages' similarity to the query (held: cache.lock)."""
+        if cache.vectors is None or cache.vectors.model != model:
+            cache.vectors = VectorTable(model)
+        cache.vectors.catch_up(self.store, scope, pages)
+        similarities, has_vector = cache.vectors.similarities(query_vector, len(lexical))
+        if not has_vector.all() and self._on_unembedded is not None:
+            self._on_unembedded(scope)
+        eligible = _eligible(len(lexical), allowed, exclude)
+        return fused(lexical, similarities, has_vector, eligible, self.settings.embeddings.lexical_weight)
 
     def search_all(
         self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int

@@ -134,6 +134,24 @@ def test_an_endpoint_that_is_down_never_fails_a_retrieve(data_dir: Path, endpoin
         service.close()
 
 
+def test_an_endpoint_slower_than_the_timeout_costs_a_query_its_vector_not_its_answer(
+    data_dir: Path, endpoint: ScriptedLLM
+) -> None:
+    settings = settings_for(data_dir, endpoint)
+    settings.embeddings.timeout_seconds = 1
+    service = started(settings)
+    try:
+        remember(service)
+        endpoint.embedding_gate = threading.Event()  # from now on the endpoint answers nothing
+        result = service.retrieve_memory(RetrieveMemoryRequest.build(query="weather in Lisbon", max_results=3))
+        assert [page.user_input for page in result.retrieved_pages] == ["The weather in Lisbon was lovely"]
+        assert any("APITimeoutError" in note and "ranked by words alone" in note for note in result.notes)
+    finally:
+        if endpoint.embedding_gate is not None:
+            endpoint.embedding_gate.set()
+        service.close()
+
+
 def test_forget_takes_the_vectors_with_the_exchanges(data_dir: Path, endpoint: ScriptedLLM) -> None:
     service = started(settings_for(data_dir, endpoint))
     try:
