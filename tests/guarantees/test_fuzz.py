@@ -650,6 +650,11 @@ def argument_strategies(world: World) -> dict[str, st.SearchStrategy[Any]]:
         "facts": st.one_of(st.none(), st.lists(host_fact(world), max_size=4), anything),
         "profile": st.one_of(st.none(), st.dictionaries(st.one_of(sections, short_text), texts, max_size=3), anything),
         "retry_failed": bools,
+        "pinned": st.one_of(bools, anything),
+        "expires_at": st.one_of(timestamps, st.just("never")),
+        "since": timestamps,
+        "until": timestamps,
+        "as_of": timestamps,
     }
 
 
@@ -665,6 +670,8 @@ def host_fact(world: World) -> st.SearchStrategy[dict[str, Any]]:
         optional={
             "sourceError": texts,
             "replaces": st.one_of(st.integers(0, 100).map(world.fact_id), ids),
+            "pinned": st.one_of(bools, anything),
+            "expiresAt": timestamps,
             "extra": anything,
         },
     )
@@ -730,6 +737,11 @@ def valid_strategies(world: World) -> dict[str, st.SearchStrategy[Any]]:
         ),
         "profile": st.one_of(st.none(), st.dictionaries(sections, plain_text, max_size=2)),
         "retry_failed": st.booleans(),
+        "pinned": st.booleans(),
+        "expires_at": st.one_of(st.none(), st.sampled_from([*TIMESTAMPS[:3], "never"])),
+        "since": st.one_of(st.none(), st.sampled_from(TIMESTAMPS[:3])),
+        "until": st.none(),
+        "as_of": st.one_of(st.none(), st.sampled_from(TIMESTAMPS[:3])),
     }
 
 

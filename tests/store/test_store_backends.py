@@ -759,7 +759,7 @@ def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree
     versions = pg.sql("SELECT version FROM {schema}.schema_migrations ORDER BY version")
     assert [row[0] for row in versions] == list(range(1, LATEST_VERSION + 1))
     tables = pg.sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [pg.schema])
-    assert [row[0] for row in tables] == ["documents", "pages", "schema_migrations", "scopes"]
+    assert [row[0] for row in tables] == ["documents", "page_vectors", "pages", "schema_migrations", "scopes"]
     pg.store()  # and once more, with nothing to do
     assert len(pg.sql("SELECT version FROM {schema}.schema_migrations")) == LATEST_VERSION
 
