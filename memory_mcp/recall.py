@@ -145,14 +145,15 @@ class PageRecall:
         cache = self.cache(scope, page_log)
         weight = self.settings.heat_ranking_weight
         with cache.lock:
-            allowed = _both(within, None if request.include_archived else self._searchable(cache, document))
+            archive = None if request.include_archived else self._searchable(cache, document)
+            eligible = _eligible(among_first, [within, archive], exclude)
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages[:among_first], periods) if periods else None
-            scores = cache.index.scores(request.query, among_first, allowed, exclude, period)
+            scores = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
             if query_vector is not None:
                 pages = page_log.pages[:among_first]
-                scores = self._with_vectors(cache, scope, pages, scores, query_vector, vector_model, allowed, exclude)
+                scores = self._with_vectors(cache, scope, pages, scores, query_vector, vector_model, eligible)
             hits = best_of(scores, wanted)
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
@@ -177,8 +178,7 @@ class PageRecall:
         lexical: Any,
         query_vector: Any,
         model: str,
-        allowed: Any,
-        exclude: Sequence[int],
+        eligible: Any,
     ) -> Any:
         """The word scores fused with the pages' similarity to the query (held: cache.lock)."""
         if cache.vectors is None or cache.vectors.model != model:
@@ -187,8 +187,8 @@ class PageRecall:
         similarities, has_vector = cache.vectors.similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
-        eligible = _eligible(len(lexical), allowed, exclude)
-        return fused(lexical, similarities, has_vector, eligible, self.settings.embeddings.lexical_weight)
+        weight = self.settings.embeddings.lexical_weight
+        return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight)
 
     def search_all(
         self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int
@@ -288,26 +288,18 @@ def _within(pages: Sequence[Page], periods: Sequence[Period]) -> Any:
     )
 
 
-def _eligible(count: int, allowed: Any, exclude: Sequence[int]) -> Any:
-    """Which of the first `count` pages a search may return."""
+def _eligible(count: int, masks: Sequence[Any], exclude: Sequence[int]) -> Any:
+    """Which of the first `count` pages a search may return: those every mask allows (a mask
+    covers the first pages; None allows all), but the `exclude`d ones."""
     import numpy as np
 
     eligible = np.ones(count, dtype=bool)
-    if allowed is not None:
-        covered = min(len(allowed), count)
-        eligible[:covered] &= allowed[:covered]
+    for mask in masks:
+        if mask is not None:
+            covered = min(len(mask), count)
+            eligible[:covered] &= mask[:covered]
     eligible[[number for number in exclude if number < count]] = False
     return eligible
-
-
-def _both(first: Any, second: Any) -> Any:
-    """Pages two masks both allow (a mask covers the first pages; None allows all)."""
-    if first is None or second is None:
-        return second if first is None else first
-    covered = min(len(first), len(second))
-    both = first.copy()
-    both[:covered] &= second[:covered]
-    return both
 
 
 def _page_text(page: Page) -> str:

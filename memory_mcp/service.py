@@ -365,9 +365,7 @@ class MemoryService:
         if request.confirm != scope.user_id:
             raise InvalidInput(f"confirm must equal the user_id ({scope.user_id!r}) to erase that user's memory")
         self._require_stored(scope)
-        scopes = [scope] + (
-            [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
-        )
+        scopes = self._with_agents(scope)
         pages = sum(len(self.store.read_pages(each).pages) for each in scopes)
         facts = sum(len(self.store.read_document(each).facts) for each in scopes)
         self._erase(scope)
@@ -446,9 +444,8 @@ class MemoryService:
             raise InvalidInput("embeddings are off: set embeddings.backend to 'local' or 'openai' in the config")
         scope = self.resolve_scope(user_id, agent_name)
         self._require_stored(scope)
-        agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
         stored = 0
-        for each in [scope, *(Scope(scope.user_id, agent) for agent in agents)]:
+        for each in self._with_agents(scope):
             told = None if progress is None else functools.partial(progress, each)
             stored += self._embedding.embed_scope(each, told)
         return stored
@@ -502,12 +499,15 @@ class MemoryService:
         memory begun anew after it (the store refuses them), so an erase never fails for being busy."""
         if not self._stored(scope):
             return
-        affected = [scope] + (
-            [Scope(scope.user_id, a) for a in self.store.list_agents(scope.user_id)] if scope.agent_name is None else []
-        )
+        affected = self._with_agents(scope)
         self._updates.stop_for_erase(affected)
         self.store.erase(scope)
         self._recall.drop(affected)
+
+    def _with_agents(self, scope: Scope) -> list[Scope]:
+        """The scope, and for a user's own scope every agent of theirs too."""
+        agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
+        return [scope, *(Scope(scope.user_id, agent) for agent in agents)]
 
     def resolve_scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         """Whose memory a call means: an id left out (or empty) is the configured default."""
