@@ -79,6 +79,13 @@ class MemorySettings(BaseModel):
         le=20,
         description="Unusable replies for one batch before its exchanges are set aside (retried on request only).",
     )
+    retention_days: int | None = Field(
+        None,
+        ge=1,
+        le=36500,
+        description="Erase verbatim exchanges older than this many days, for good, once nothing waits to be "
+        "drawn from them (facts drawn from them stay). Off by default.",
+    )
 
 
 class EmbeddingSettings(BaseModel):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
-from memory_mcp import host_memory
+from memory_mcp import host_memory, retention
+from memory_mcp.clock import now
 from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.llm import ChatClient, RetryPolicy
@@ -22,6 +24,9 @@ from memory_mcp.updater import Updater, pending_threads
 
 log = logging.getLogger(__name__)
 
+# Retention looks at a scope at most this often: each erase rewrites the scope's whole log.
+RETENTION_INTERVAL_SECONDS = 3600.0
+
 
 class UpdateRunner:
     def __init__(self, settings: Settings, store: MemoryStore, extraction_on: bool) -> None:
@@ -31,6 +36,7 @@ class UpdateRunner:
         self._queue: UpdateQueue | None = None
         self._running: dict[Scope, threading.Event] = {}  # cancel switches of updates under way
         self._running_guard = threading.Lock()
+        self._retention_at: dict[Scope, float] = {}  # when retention last looked at a scope (monotonic)
         if extraction_on:
             memory = settings.memory
             chat = ChatClient(
@@ -120,18 +126,41 @@ class UpdateRunner:
             with self._running_guard:
                 self._running[scope] = cancel
             try:
-                return work(cancel)
+                report = work(cancel)
+                self._keep_retention(scope)
+                return report
             except MemoryGone:
                 return UpdateReport()  # erased meanwhile: there is nothing left to update
             finally:
                 with self._running_guard:
                     self._running.pop(scope, None)
 
+    def _keep_retention(self, scope: Scope) -> None:
+        """Erase the scope's exchanges past `memory.retention_days`, if it is on and the scope was
+        not looked at within RETENTION_INTERVAL_SECONDS (held: the scope's update right)."""
+        days = self.settings.memory.retention_days
+        if days is None:
+            return
+        with self._running_guard:
+            last = self._retention_at.get(scope)
+            if last is not None and time.monotonic() - last < RETENTION_INTERVAL_SECONDS:
+                return
+            self._retention_at[scope] = time.monotonic()
+        try:
+            erased = retention.erase_expired(self.store, scope, days, now(), extraction_on=self._updater is not None)
+        except StorageError as exc:
+            log.warning("exchanges of %s past retention not erased: %s", scope.describe(), exc)
+            return
+        if erased:
+            log.info("erased %d exchanges of %s older than %d days", erased, scope.describe(), days)
+
     def _resume(self) -> None:
         """At start: finish applying host memory a crash interrupted, and queue pending updates."""
         for scope in self.store.list_scopes():
             try:
                 host_memory.apply_pending(self.store, scope, self.settings)
+                if self.settings.memory.retention_days is not None:
+                    self._with_update_right(scope, lambda _cancel: UpdateReport())
                 threads = pending_threads(self.store, scope) if self._queue is not None else {}
             except StorageError as exc:
                 log.warning("not resuming updates for %s: %s", scope.describe(), exc)

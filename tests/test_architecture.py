@@ -51,6 +51,7 @@ LAYERS: dict[str, list[str]] = {
         "fact_edits",
         "portability",
         "embeddings",
+        "retention",
     ],
     "service": ["service"],
     "edges": [

@@ -199,6 +199,11 @@ class AnalysisProgress(BaseModel):
     setAside: list[SetAsideBatch] = Field(
         default_factory=list, description="Batches given up on after memory.max_batch_attempts unusable replies."
     )
+    erasing: list[str] = Field(
+        default_factory=list,
+        description="Exchanges retention is erasing: positions here already count without them. Left only "
+        "by a crash before the page log was rewritten; the next retention pass finishes the erase.",
+    )
 
     def set_aside_pages(self) -> int:
         return sum(len(batch.pageIds) for batch in self.setAside)

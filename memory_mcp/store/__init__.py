@@ -93,12 +93,22 @@ class MemoryStore(Protocol):
         write nothing, so that two imports of the same pages at once cannot store them twice."""
 
     def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
-        """Durably store embeddings of pages already in the scope's log (a scope erased meanwhile
-        stores nothing). Appended: a page's later vector for the same model wins."""
+        """Durably store embeddings of the scope's pages and facts (a scope erased meanwhile
+        stores nothing). Appended: a later vector for the same id and model wins."""
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
         """Vectors stored since mark `after` (0: all), and the mark to read on from. A mark holds
         while the page log keeps its generation: after that, read from 0."""
+
+    def erase_pages(
+        self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
+    ) -> None:
+        """Erase these pages for good, their vectors too, and apply `change` to the document in
+        the same step, given the positions the pages had (ascending; ids no longer stored are
+        skipped, so a second call finishes what a first one began). The log gets a new generation.
+        On a backend that cannot do both in one transaction, the document is written first: its
+        change should record what is being erased, so that a crash before the log is rewritten can
+        be finished by calling again. MemoryGone if the scope holds nothing."""
 
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash

@@ -234,7 +234,7 @@ class JsonStore:
             state.log_lock,
             self._holding(state.log_file_lock, scope),
         ):
-            if (directory / PAGES_FILE).exists():  # under the lock an erase takes: not erased meanwhile
+            if directory.is_dir():  # under the lock an erase takes: not erased meanwhile
                 append_records(directory / VECTORS_FILE, records)
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
@@ -255,6 +255,44 @@ class JsonStore:
             except (ValueError, KeyError, TypeError):
                 log.warning("%s holds a damaged line; its page will be embedded again", path)
         return vectors, after + len(complete)
+
+    def erase_pages(
+        self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
+    ) -> None:
+        """The document first, then the vectors and the log, each replaced whole by an atomic
+        rename, all under the scope's locks: readers see the old log or the new one."""
+        state = self._states.get(scope)
+        directory = self.scope_dir(scope)
+        path = directory / PAGES_FILE
+        erased = set(page_ids)
+        with (
+            _os_errors(f"erase exchanges of {scope.describe()}"),
+            state.document_lock,
+            self._holding(state.document_file_lock, scope),
+            state.log_lock,
+            self._holding(state.log_file_lock, scope),
+        ):
+            if not directory.is_dir():
+                raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+            data, positions = b"", []
+            with contextlib.suppress(FileNotFoundError):  # no log yet: facts only
+                with opened_for_reading(path) as fd:
+                    self._catch_up(fd, path, state, scope)
+                    assert state.log is not None
+                    data = os.pread(fd, state.log.end, 0)
+                positions = [number for number, page in enumerate(state.log.pages) if page.page_id in erased]
+            self._write_document(state, directory / MEMORY_FILE, lambda document: change(document, positions))
+            vectors_path = directory / VECTORS_FILE
+            if vectors_path.exists():
+                vectors = read_bytes(vectors_path)
+                kept = _vectors_without(vectors, erased)
+                if kept != vectors:
+                    atomic_write(vectors_path, kept)
+            if positions:
+                lines = data.splitlines(keepends=True)
+                gone = set(positions)
+                atomic_write(path, b"".join(line for number, line in enumerate(lines) if number not in gone))
+                state.log = None  # read again: a new file, a new generation
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
@@ -366,18 +404,24 @@ class JsonStore:
                 raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
             if log_generation is not None and self.read_pages(scope).generation != log_generation:
                 raise MemoryGone(f"the memory of {scope.describe()} was erased and begun anew; nothing was written")
-            # Reading first also means a damaged file is reported, never overwritten.
-            current = self._current_document(state, path)
-            stored = change(current).model_copy(update={"lastUpdated": utc_now()})
-            data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
-            raw = data.encode("utf-8")
-            try:
-                atomic_write(path, raw)
-            except NotDurable:
-                state.document = _DocumentCache(raw, stored)  # in place, if not synced
-                raise
-            state.document = _DocumentCache(raw, stored)
-            remove_stale_temps(path)
+            return self._write_document(state, path, change)
+
+    def _write_document(
+        self, state: _ScopeState, path: Path, change: Callable[[MemoryDocument], MemoryDocument]
+    ) -> MemoryDocument:
+        """Read, change and write the document (held: its locks)."""
+        # Reading first also means a damaged file is reported, never overwritten.
+        current = self._current_document(state, path)
+        stored = change(current).model_copy(update={"lastUpdated": utc_now()})
+        data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
+        raw = data.encode("utf-8")
+        try:
+            atomic_write(path, raw)
+        except NotDurable:
+            state.document = _DocumentCache(raw, stored)  # in place, if not synced
+            raise
+        state.document = _DocumentCache(raw, stored)
+        remove_stale_temps(path)
         return stored
 
     @contextmanager
@@ -499,6 +543,17 @@ def _os_errors(action: str) -> Iterator[None]:
         raise StorageError(f"could not {action} durably: {exc.strerror} (it may not survive a power loss)") from exc
     except OSError as exc:
         raise StorageError(f"could not {action}: {exc.strerror or exc}") from exc
+
+
+def _vectors_without(data: bytes, page_ids: set[str]) -> bytes:
+    """The complete vector records of `data` but those of `page_ids`."""
+    kept = []
+    for line in data[: data.rfind(b"\n") + 1].splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # a damaged line stays as it was
+            if vector_from_record(line).page_id in page_ids:
+                continue
+        kept.append(line + b"\n")
+    return b"".join(kept)
 
 
 def _first_record(fd: int) -> bytes:

@@ -152,6 +152,38 @@ _QUERIES = {
         SELECT seq, page_id, model, scale, components FROM {schema}.page_vectors
         WHERE user_id = %(u)s AND agent_name = %(a)s AND seq > %(after)s ORDER BY seq
     """,
+    "lock_scope_for_erasing": """
+        SELECT page_count FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s FOR UPDATE
+    """,
+    "positions_of": """
+        SELECT position FROM {schema}.pages
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND page_id = ANY(%(ids)s::text[]) ORDER BY position
+    """,
+    "erase_pages": """
+        DELETE FROM {schema}.pages WHERE user_id = %(u)s AND agent_name = %(a)s AND page_id = ANY(%(ids)s::text[])
+    """,
+    # Positions close up in two steps, each free of collisions however PostgreSQL orders the rows:
+    # the pages after the first erased one move past the end of the log, then down to their rank.
+    "lift_positions": """
+        UPDATE {schema}.pages SET position = position + %(count)s
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND position > %(first)s
+    """,
+    "close_positions": """
+        UPDATE {schema}.pages p SET position = %(first)s + r.rank
+        FROM (
+            SELECT position, row_number() OVER (ORDER BY position) - 1 AS rank FROM {schema}.pages
+            WHERE user_id = %(u)s AND agent_name = %(a)s AND position >= %(count)s
+        ) r
+        WHERE p.user_id = %(u)s AND p.agent_name = %(a)s AND p.position = r.position
+    """,
+    "shorten_log": """
+        UPDATE {schema}.scopes SET page_count = page_count - %(n)s, generation = DEFAULT
+        WHERE user_id = %(u)s AND agent_name = %(a)s
+    """,
+    "erase_vectors": """
+        DELETE FROM {schema}.page_vectors
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND page_id = ANY(%(ids)s::text[])
+    """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
     "user_exists": "SELECT EXISTS (SELECT 1 FROM {schema}.scopes WHERE user_id = %s)",
@@ -434,6 +466,44 @@ class PostgresStore:
             PageVector(page_id, model, scale, bytes(components)) for _, page_id, model, scale, components in rows
         ]
         return vectors, rows[-1][0] if rows else after
+
+    def erase_pages(
+        self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
+    ) -> None:
+        """One transaction: the scope row locked (appends wait), the document changed, the pages and
+        their vectors deleted, the positions after them closed up, and a new generation."""
+        user_id, agent = _key(scope)
+        state = self._states.get(scope)
+        names: dict[str, Any] = {"u": user_id, "a": agent, "ids": list(page_ids)}
+
+        def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, MemoryDocument]:
+            with conn.transaction():
+                row = conn.execute(self._sql["lock_scope_for_erasing"], names).fetchone()
+                if row is None:
+                    raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+                count = row[0]
+                positions = [found[0] for found in conn.execute(self._sql["positions_of"], names).fetchall()]
+                conn.execute(self._sql["ensure_existing_document"], names)
+                document_row = conn.execute(self._sql["lock_document"], {**names, "known": -1}).fetchone()
+                with state.document_lock:
+                    current = self._document_from_row(state, scope, document_row)
+                attempt.retry_is_safe = False  # change() is called once
+                stored = change(current, positions).model_copy(update={"lastUpdated": utc_now()})
+                data = stored.model_dump_json(exclude_none=True)
+                version = conn.execute(self._sql["write_document"], {**names, "doc": data}).fetchone()[0]
+                if positions:
+                    moved = {**names, "count": count, "first": positions[0]}
+                    conn.execute(self._sql["erase_pages"], names)
+                    conn.execute(self._sql["lift_positions"], moved)
+                    conn.execute(self._sql["close_positions"], moved)
+                    conn.execute(self._sql["shorten_log"], {**names, "n": len(positions)})
+                conn.execute(self._sql["erase_vectors"], names)
+            return version, stored
+
+        with state.update_lock:
+            version, stored = self._run(f"erase exchanges of {scope.describe()}", work)
+        with state.document_lock:
+            state.document = _DocumentCache(version, stored)
 
     def erase(self, scope: Scope) -> None:
         user_id, agent = _key(scope)

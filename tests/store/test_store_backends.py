@@ -963,3 +963,69 @@ def test_page_vectors_are_read_on_from_a_mark_and_go_with_their_scope(backend: B
     assert backend.store().read_vectors(USER, 0)[0] == []
     store.append_vectors(USER, [vector(1)])
     assert backend.store().read_vectors(USER, 0)[0] == [], "vectors of an erased scope are not stored"
+
+
+# --- erasing pages ------------------------------------------------------------------------------
+
+
+def test_erase_pages_removes_them_and_their_vectors_renumbers_and_changes_the_document_at_once(
+    backend: Backend,
+) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n, text=f"secret {n}" if n in (1, 3) else None) for n in range(6)])
+    store.append_vectors(USER, [vector(n) for n in range(6)])
+    before = store.read_pages(USER).generation
+    seen: list[list[int]] = []
+
+    def change(document: MemoryDocument, positions: list[int]) -> MemoryDocument:
+        seen.append(positions)
+        return document.model_copy(update={"facts": [Fact(id="fact_00000001", content="kept", confidence=0.9)]})
+
+    store.erase_pages(USER, ["page_0003", "page_0001", "page_9999"], change)
+
+    assert seen == [[1, 3]], "the change is told the positions the pages had, ascending; unknown ids skipped"
+    other = backend.store()  # as another process finds it
+    log = other.read_pages(USER)
+    assert ids(log.pages) == ["page_0000", "page_0002", "page_0004", "page_0005"]
+    assert log.generation != before
+    assert [v.page_id for v in other.read_vectors(USER, 0)[0]] == ids(log.pages)
+    assert [f.content for f in other.read_document(USER).facts] == ["kept"]
+    store.append_page(USER, make_page(6))
+    assert ids(backend.store().read_pages(USER).pages)[-2:] == ["page_0005", "page_0006"]
+
+    unchanged = store.read_pages(USER).generation
+    store.erase_pages(USER, ["page_0001"], change)  # again: nothing left to erase, the log is the same
+    assert seen[-1] == []
+    assert store.read_pages(USER).generation == unchanged
+    if isinstance(backend, JsonBackend):
+        stored = b"".join(path.read_bytes() for path in backend.root.rglob("*") if path.is_file())
+    else:
+        stored = repr(backend.sql("SELECT page::text FROM {schema}.pages")).encode()
+    assert b"secret" not in stored, "erased text is gone from storage"
+
+    store.erase(USER)
+    with pytest.raises(MemoryGone):
+        store.erase_pages(USER, ["page_0000"], change)
+
+
+def test_pages_appended_while_others_are_erased_are_all_kept_in_order(backend: Backend) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(300)])
+    appender = backend.store()
+    added: list[str] = []
+
+    def append_many() -> None:
+        for n in range(300, 360):
+            appender.append_page(USER, make_page(n))
+            added.append(f"page_{n:04d}")
+
+    thread = threading.Thread(target=append_many)
+    thread.start()
+    for start in range(0, 200, 20):
+        store.erase_pages(USER, [f"page_{n:04d}" for n in range(start, start + 20)], lambda d, _p: d)
+    thread.join()
+
+    expected = [f"page_{n:04d}" for n in range(200, 300)] + added
+    assert ids(backend.store().read_pages(USER).pages) == expected
+    assert ids(store.read_pages(USER).pages) == expected
+    assert ids(appender.read_pages(USER).pages) == expected

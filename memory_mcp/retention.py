@@ -1,0 +1,87 @@
+"""Retention: verbatim exchanges older than `memory.retention_days` erased for good, while the
+facts and profile drawn from them stay.
+
+An exchange is erased only once nothing waits to be drawn from it: analysed by the updater (with
+extraction off, nothing ever will be), its host memory applied, and not set aside for a retry.
+Analysis progress counts pages by position, so the document is renumbered in the same step as
+the log loses them (`MemoryStore.erase_pages`); the erased ids are recorded in that write, so a
+crash before the log was rewritten is finished by the next pass instead of being counted twice.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from memory_mcp.clock import format_timestamp
+from memory_mcp.errors import MemoryGone
+from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
+from memory_mcp.pending import thread_key
+from memory_mcp.store import MemoryStore, Scope
+
+
+def erase_expired(
+    store: MemoryStore, scope: Scope, retention_days: int, moment: datetime, extraction_on: bool
+) -> int:
+    """Erase the scope's exchanges older than `retention_days` before `moment` that nothing waits
+    on, finishing first an erase a crash cut short; return how many were erased. The caller holds
+    the scope's update right, so no analysis moves the progress meanwhile."""
+    try:
+        unfinished = store.read_document(scope).analysis.erasing
+        if unfinished:
+            store.erase_pages(scope, unfinished, lambda document, _positions: _finished(document))
+        pages = store.read_pages(scope).pages
+        progress = store.read_document(scope).analysis
+        cutoff = format_timestamp(moment - timedelta(days=retention_days))
+        expired = [pages[n].page_id for n in expired_positions(pages, progress, cutoff, extraction_on)]
+        if not expired:
+            return 0
+        store.erase_pages(scope, expired, lambda document, positions: _without(document, positions, expired))
+        store.update_document(scope, _finished, create=False)
+    except MemoryGone:
+        return 0
+    return len(expired)
+
+
+def expired_positions(
+    pages: Sequence[Page], progress: AnalysisProgress, cutoff: str, extraction_on: bool
+) -> list[int]:
+    """Positions of the pages stamped before `cutoff` that nothing waits on."""
+    set_aside = {page_id for batch in progress.setAside for page_id in batch.pageIds}
+    return [
+        number
+        for number, page in enumerate(pages)
+        if page.timestamp < cutoff
+        and (not extraction_on or number < progress.allBefore or number < progress.threads.get(thread_key(page), 0))
+        and (number < progress.hostBefore or not (isinstance(page, StoredPage) and page.host_memory is not None))
+        and page.page_id not in set_aside
+    ]
+
+
+def renumbered(progress: AnalysisProgress, erased: Sequence[int]) -> AnalysisProgress:
+    """Progress over the log without the pages at the `erased` positions (ascending): each
+    position moves down by the number of erased pages before it, which keeps every remaining
+    page on the same side of every mark."""
+
+    def moved(position: int) -> int:
+        return position - bisect_left(erased, position)
+
+    return progress.model_copy(
+        update={
+            "allBefore": moved(progress.allBefore),
+            "hostBefore": moved(progress.hostBefore),
+            "threads": {
+                key: moved(value) for key, value in progress.threads.items() if moved(value) > moved(progress.allBefore)
+            },
+        }
+    )
+
+
+def _without(document: MemoryDocument, positions: list[int], page_ids: list[str]) -> MemoryDocument:
+    progress = renumbered(document.analysis, positions).model_copy(update={"erasing": page_ids})
+    return document.model_copy(update={"analysis": progress})
+
+
+def _finished(document: MemoryDocument) -> MemoryDocument:
+    return document.model_copy(update={"analysis": document.analysis.model_copy(update={"erasing": []})})
