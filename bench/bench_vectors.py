@@ -61,7 +61,10 @@ def seed(data: Path, size: int, model: str) -> list[str]:
     matrix = rng.standard_normal((size, DIMENSIONS)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     for start in range(0, size, 1000):
-        service.store.append_vectors(scope, quantised(pages[start : start + 1000], matrix[start : start + 1000], model))
+        service.store.append_vectors(
+            scope,
+            quantised([page.page_id for page in pages[start : start + 1000]], matrix[start : start + 1000], model),
+        )
     service.close()
     return [" ".join(random.Random(n).sample(page.user_input.split(), 3)) for n, page in enumerate(pages[:500])]
 

@@ -5,8 +5,12 @@ Functions over the store for one scope; MemoryService resolves the scope and cal
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
+from memory_mcp.embeddings import FACT_MATCH_RELEVANCE
 from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.facts import cap, current, find_current_duplicate, new_fact_id, retire
 from memory_mcp.models import (
@@ -25,7 +29,15 @@ from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.terms import index_terms
 
 
-def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, settings: Settings) -> FactsResult:
+def search_facts(
+    store: MemoryStore,
+    scope: Scope,
+    request: SearchFactsRequest,
+    settings: Settings,
+    relevance_of: Callable[[Sequence[str]], Any] | None = None,
+) -> FactsResult:
+    """The facts matching the request, best first; `relevance_of(contents)`, with embeddings on,
+    says how much each stands out by meaning (see `embeddings.fact_relevance`)."""
     facts = store.read_document(scope).facts
     if request.as_of is not None:
         facts = [fact for fact in facts if fact.held_at(request.as_of)]
@@ -34,17 +46,25 @@ def search_facts(store: MemoryStore, scope: Scope, request: SearchFactsRequest, 
     if request.category is not None:
         facts = [fact for fact in facts if fact.category == request.category]
     memory = settings.memory
+    contents = [fact.content for fact in facts]
+    relevance = relevance_of(contents) if relevance_of is not None and request.query.strip() else None
     ranked = rank_by_similarity_and_confidence(
-        [fact.content for fact in facts],
+        contents,
         [fact.confidence for fact in facts],
         request.query,
         memory.similarity_weight,
         memory.confidence_weight,
+        relevance,
     )
     if request.query.strip():
-        # A search names what it is after: facts sharing no word with it are not results.
+        # A search names what it is after: facts sharing no word with it, nor standing out by
+        # meaning, are not results.
         about = set(index_terms(request.query))
-        ranked = [(i, score) for i, score in ranked if about & set(index_terms(facts[i].content))]
+        ranked = [
+            (i, score)
+            for i, score in ranked
+            if about & set(index_terms(contents[i])) or (relevance is not None and relevance[i] >= FACT_MATCH_RELEVANCE)
+        ]
     found = [ScoredFact(**facts[i].model_dump(), score=round(score, 4)) for i, score in ranked]
     return FactsResult(
         user_id=scope.user_id, agent_name=scope.agent_name, facts=found[: request.limit], total=len(found)

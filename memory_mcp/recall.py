@@ -18,7 +18,7 @@ from typing import Any
 
 from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
-from memory_mcp.embeddings import VectorTable
+from memory_mcp.embeddings import VectorTable, fact_relevance
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
@@ -181,14 +181,31 @@ class PageRecall:
         eligible: Any,
     ) -> Any:
         """The word scores fused with the pages' similarity to the query (held: cache.lock)."""
-        if cache.vectors is None or cache.vectors.model != model:
-            cache.vectors = VectorTable(model)
-        cache.vectors.catch_up(self.store, scope, pages)
-        similarities, has_vector = cache.vectors.similarities(query_vector, len(lexical))
+        similarities, has_vector = self._vectors(cache, scope, pages, model).similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
         weight = self.settings.embeddings.lexical_weight
         return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight)
+
+    def fact_relevance(
+        self, scope: Scope, page_log: PageLog, contents: Sequence[str], query_vector: Any, model: str
+    ) -> Any:
+        """How much each fact stands out from the others by meaning for the query (0-1, see
+        `embeddings.fact_relevance`); facts without a vector yet score 0 and are asked for."""
+        cache = self.cache(scope, page_log)
+        with cache.lock:
+            table = self._vectors(cache, scope, page_log.pages[: len(cache.index)], model)
+            similarities, has_vector = table.fact_similarities(query_vector, contents)
+        if not has_vector.all() and self._on_unembedded is not None:
+            self._on_unembedded(scope)
+        return fact_relevance(similarities, has_vector)
+
+    def _vectors(self, cache: _ScopeCache, scope: Scope, pages: Sequence[Page], model: str) -> VectorTable:
+        """The scope's vectors of `model`, read on from the store (held: cache.lock)."""
+        if cache.vectors is None or cache.vectors.model != model:
+            cache.vectors = VectorTable(model)
+        cache.vectors.catch_up(self.store, scope, pages)
+        return cache.vectors
 
     def search_all(
         self, scope: Scope, page_log: PageLog, query: str, limit: int, among_first: int

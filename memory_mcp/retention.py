@@ -21,9 +21,7 @@ from memory_mcp.pending import thread_key
 from memory_mcp.store import MemoryStore, Scope
 
 
-def erase_expired(
-    store: MemoryStore, scope: Scope, retention_days: int, moment: datetime, extraction_on: bool
-) -> int:
+def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment: datetime, extraction_on: bool) -> int:
     """Erase the scope's exchanges older than `retention_days` before `moment` that nothing waits
     on, finishing first an erase a crash cut short; return how many were erased. The caller holds
     the scope's update right, so no analysis moves the progress meanwhile."""
@@ -44,9 +42,7 @@ def erase_expired(
     return len(expired)
 
 
-def expired_positions(
-    pages: Sequence[Page], progress: AnalysisProgress, cutoff: str, extraction_on: bool
-) -> list[int]:
+def expired_positions(pages: Sequence[Page], progress: AnalysisProgress, cutoff: str, extraction_on: bool) -> list[int]:
     """Positions of the pages stamped before `cutoff` that nothing waits on."""
     set_aside = {page_id for batch in progress.setAside for page_id in batch.pageIds}
     return [

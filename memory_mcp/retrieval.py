@@ -317,14 +317,22 @@ def rank_by_similarity_and_confidence(
     query: str,
     similarity_weight: float,
     confidence_weight: float,
+    relevance: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
     """Every entry as (number, score), best first, where score = similarity_weight * TF-IDF cosine
     similarity to `query` + confidence_weight * confidence. With no query: by confidence alone.
+    `relevance` (0-1 per entry: how much it stands out by meaning) counts where it beats the
+    words' similarity.
 
     For the handful of facts a user has, a TF-IDF vectoriser fitted per query is cheap and
     scores short statements better than BM25's length normalisation does.
     """
     similarities = _tfidf_similarities(contents, query) if query.strip() else None
+    if relevance is not None and query.strip():
+        similarities = [
+            max(float(by_meaning), by_words)
+            for by_meaning, by_words in zip(relevance, similarities or [0.0] * len(contents), strict=True)
+        ]
     if similarities is None:
         scored = [(i, confidence) for i, confidence in enumerate(confidences)]
     else:

@@ -14,7 +14,7 @@ from memory_mcp import __version__, fact_edits, host_memory
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
-from memory_mcp.embeddings import EmbeddingRunner, open_embedder
+from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
@@ -180,8 +180,7 @@ class MemoryService:
                 host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
             )
         self._updates.added(scope, thread_key(page))
-        if self._embedding is not None:
-            self._embedding.notify(scope)
+        self._embed_soon(scope)
         message = "Remembered. retrieve_memory will find this exchange from now on."
         if structured is not None:
             message += (
@@ -209,7 +208,9 @@ class MemoryService:
         within = time_window(pages, request.since, request.until)
         recent = self._recall.recent(scope, page_log, len(pages), within)
         document = self.store.read_document(scope)
-        query_vector, vector_note = self._query_vector(request.query) if len(pages) > len(recent) else (None, None)
+        held = current(document.facts)
+        wanted = len(pages) > len(recent) or len(held) >= MIN_FACTS_COMPARED
+        query_vector, vector_note = self._query_vector(request.query) if wanted else (None, None)
         hits = self._recall.search(
             scope,
             page_log,
@@ -224,7 +225,11 @@ class MemoryService:
         retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
         short_term = [Page(**_page_fields(pages[i])) for i in recent]
         about = f"{request.query}\n{request.current_context}".strip()
-        facts = self._rank_entries(current(document.facts), about, ScoredFact)
+        relevance = None
+        if query_vector is not None and self._embedder is not None:
+            contents = [fact.content for fact in held]
+            relevance = self._recall.fact_relevance(scope, page_log, contents, query_vector, self._embedder.model)
+        facts = self._rank_entries(held, about, ScoredFact, relevance)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
         notes = self._notes(document) + ([vector_note] if vector_note else [])
         context, context_tokens = self._context(request, document, facts, short_term, retrieved, notes)
@@ -294,24 +299,38 @@ class MemoryService:
     # --- users own their memory -----------------------------------------------------------
 
     def search_facts(self, request: SearchFactsRequest) -> FactsResult:
-        return fact_edits.search_facts(
-            self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
-        )
+        scope = self.resolve_scope(request.user_id, request.agent_name)
+        embedder = self._embedder
+
+        def relevance_of(contents: Sequence[str]) -> Any:
+            query_vector, _ = self._query_vector(request.query) if len(contents) >= MIN_FACTS_COMPARED else (None, None)
+            if query_vector is None or embedder is None:
+                return None
+            return self._recall.fact_relevance(
+                scope, self.store.read_pages(scope), contents, query_vector, embedder.model
+            )
+
+        return fact_edits.search_facts(self.store, scope, request, self.settings, relevance_of)
 
     def add_fact(self, request: AddFactRequest) -> FactChangeResult:
-        return fact_edits.add_fact(
-            self.store, self.resolve_scope(request.user_id, request.agent_name), request, self.settings
-        )
+        scope = self.resolve_scope(request.user_id, request.agent_name)
+        result = fact_edits.add_fact(self.store, scope, request, self.settings)
+        self._embed_soon(scope)
+        return result
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)  # a fact of nobody: say so, and create nothing
-        return fact_edits.update_fact(self.store, scope, request, self.settings)
+        result = fact_edits.update_fact(self.store, scope, request, self.settings)
+        self._embed_soon(scope)
+        return result
 
     def delete_fact(self, request: DeleteFactRequest) -> FactChangeResult:
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)
-        return fact_edits.delete_fact(self.store, scope, request)
+        result = fact_edits.delete_fact(self.store, scope, request)
+        self._embed_soon(scope)  # its vector goes too
+        return result
 
     def export_memory(self, request: ExportRequest) -> ExportDocument:
         scope = self.resolve_scope(request.user_id, request.agent_name)
@@ -339,8 +358,7 @@ class MemoryService:
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
             counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
-            if self._embedding is not None:
-                self._embedding.notify(part_scope)
+            self._embed_soon(part_scope)
         return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
         )
@@ -504,6 +522,11 @@ class MemoryService:
         self.store.erase(scope)
         self._recall.drop(affected)
 
+    def _embed_soon(self, scope: Scope) -> None:
+        """With embeddings on: have what the scope's pages and facts lack computed in the background."""
+        if self._embedding is not None:
+            self._embedding.notify(scope)
+
     def _with_agents(self, scope: Scope) -> list[Scope]:
         """The scope, and for a user's own scope every agent of theirs too."""
         agents = self.store.list_agents(scope.user_id) if scope.agent_name is None else []
@@ -541,9 +564,10 @@ class MemoryService:
         return [EXTRACTION_DISABLED_NOTE if not self.settings.memory.enabled else HOST_EXTRACTION_NOTE]
 
     def _rank_entries(
-        self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT]
+        self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT], relevance: Any = None
     ) -> list[ScoredT]:
-        """All entries, best first: similarity to the query and context, weighed with confidence."""
+        """All entries, best first: similarity to the query and context (or by meaning, where
+        `relevance` says so), weighed with confidence."""
         memory = self.settings.memory
         ranked = rank_by_similarity_and_confidence(
             [entry.content for entry in entries],
@@ -551,6 +575,7 @@ class MemoryService:
             about,
             memory.similarity_weight,
             memory.confidence_weight,
+            relevance,
         )
         return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in ranked]
 

@@ -19,7 +19,14 @@ from scripted_llm import ScriptedLLM
 from waiting import wait_until
 
 from memory_mcp.config import EmbeddingSettings, Settings, load_settings
-from memory_mcp.models import ForgetRequest, RetrieveMemoryRequest
+from memory_mcp.embeddings import FACT_VECTOR_PREFIX
+from memory_mcp.models import (
+    AddFactRequest,
+    DeleteFactRequest,
+    ForgetRequest,
+    RetrieveMemoryRequest,
+    SearchFactsRequest,
+)
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
@@ -64,6 +71,45 @@ def remember(service: MemoryService) -> list[str]:
 def ranked(service: MemoryService, query: str) -> list[str]:
     result = service.retrieve_memory(RetrieveMemoryRequest.build(query=query, max_results=3))
     return [page.user_input for page in result.retrieved_pages]
+
+
+FACTS = [
+    "Has a greyhound called Bolt",
+    "Works as a nurse in Porto",
+    "Plays the cello on weekends",
+    "Prefers tea over coffee",
+    "Is learning Japanese",
+    "Grew up near the sea",
+]
+
+
+def fact_vectors(service: MemoryService) -> list[str]:
+    return [vector_id for vector_id in vectors_of(service) if vector_id.startswith(FACT_VECTOR_PREFIX)]
+
+
+def found_facts(service: MemoryService, query: str) -> list[str]:
+    return [fact.content for fact in service.search_facts(SearchFactsRequest.build(query=query)).facts]
+
+
+def test_a_fact_is_found_by_meaning_and_its_vector_goes_when_it_is_deleted(
+    data_dir: Path, endpoint: ScriptedLLM
+) -> None:
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        ids = [service.add_fact(AddFactRequest.build(content=content)).fact.id for content in FACTS]
+        wait_until(lambda: len(fact_vectors(service)) == len(FACTS), 10, "fact vectors")
+
+        assert found_facts(service, "dog") == ["Has a greyhound called Bolt"], "by meaning, and nothing else"
+        assert found_facts(service, "cello") == ["Plays the cello on weekends"], "words still find"
+        block = service.retrieve_memory(RetrieveMemoryRequest.build(query="what about my dog?"))
+        assert block.retrieved_user_knowledge[0].content == "Has a greyhound called Bolt"
+
+        service.delete_fact(DeleteFactRequest.build(fact_id=ids[0]))
+        wait_until(lambda: len(fact_vectors(service)) == len(FACTS) - 1, 10, "the deleted fact's vector erased")
+    finally:
+        service.close()
+    words_only = MemoryService(Settings(data_storage_path=data_dir))
+    assert found_facts(words_only, "dog") == []
 
 
 def test_an_exchange_is_found_by_meaning_where_words_fail(data_dir: Path, endpoint: ScriptedLLM) -> None:
