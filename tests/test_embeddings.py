@@ -8,12 +8,15 @@ meaning ("dog", "greyhound") on the same dimension, as a real model would.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from command_line import cli
+from project import PROJECT_ROOT, PYTHON
 from core_calls import add
 from scripted_llm import ScriptedLLM
 from waiting import wait_until
@@ -29,6 +32,7 @@ from memory_mcp.models import (
 )
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
+from memory_mcp.store.json_store import JsonStore
 
 EXCHANGES = [
     ("We adopted a greyhound called Bolt", "He sounds lovely."),
@@ -253,3 +257,56 @@ def test_the_embed_command_computes_what_is_missing_and_status_counts_what_is_le
     assert off.error_line() == (
         "memory-mcp embed: embeddings are off: set embeddings.backend to 'local' or 'openai' in the config"
     )
+
+
+_EMBEDDING_CHILD = """
+import json, sys, time
+from memory_mcp.config import Settings
+from memory_mcp.models import AddMemoryRequest
+from memory_mcp.service import MemoryService
+
+service = MemoryService(Settings.model_validate(json.loads(sys.argv[1])))
+service.start()
+for n in range(int(sys.argv[2])):
+    service.add_memory(AddMemoryRequest.build(user_input=f"exchange number {n}", agent_response="ok"))
+print("added", flush=True)
+time.sleep(120)
+"""
+
+
+def test_vectors_stored_before_a_kill_9_are_kept_and_only_the_rest_are_computed(
+    data_dir: Path, endpoint: ScriptedLLM
+) -> None:
+    count = 300
+    endpoint.embedding_delay = 0.05  # ten batches of 32: the kill lands while they are being stored
+    settings = settings_for(data_dir, endpoint)
+    child = subprocess.Popen(
+        [PYTHON, "-c", _EMBEDDING_CHILD, settings.model_dump_json(), str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=PROJECT_ROOT,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "added"
+        reader = JsonStore(data_dir)
+        wait_until(lambda: len(reader.read_vectors(Scope("default"), 0)[0]) >= 64, 30, "two batches stored")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    kept = JsonStore(data_dir).read_vectors(Scope("default"), 0)[0]
+    assert 64 <= len(kept) < count, "killed part-way"
+
+    endpoint.embedding_delay = 0.0
+    again = started(settings)
+    try:
+        pages = again.store.read_pages(Scope("default")).pages
+        ranked(again, "exchange")  # meets pages without vectors: they are computed
+        wait_until(lambda: set(vectors_of(again)) >= {page.page_id for page in pages}, 30, "every vector")
+        stored = again.store.read_vectors(Scope("default"), 0)[0]
+        assert stored[: len(kept)] == kept, "what was stored before the kill is kept as it was"
+        assert sorted(vector.page_id for vector in stored) == sorted(page.page_id for page in pages), (
+            "every page has one vector: none lost, none computed again"
+        )
+    finally:
+        again.close()

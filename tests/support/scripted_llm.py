@@ -63,6 +63,7 @@ class ScriptedLLM:
     embedded: list[str] = field(default_factory=list)
     embedding_status: int = 200
     embedding_gate: threading.Event | None = None  # while set to an unset Event, embeddings wait for it
+    embedding_delay: float = 0.0  # seconds each embeddings request takes
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,6 +128,7 @@ class ScriptedLLM:
         texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
         if self.embedding_gate is not None:
             self.embedding_gate.wait(timeout=60)
+        time.sleep(self.embedding_delay)
         with self._lock:
             self.embedded.extend(texts)
             status = self.embedding_status
