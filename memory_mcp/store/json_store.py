@@ -293,6 +293,8 @@ class JsonStore:
                 gone = set(positions)
                 atomic_write(path, b"".join(line for number, line in enumerate(lines) if number not in gone))
                 state.log = None  # read again: a new file, a new generation
+            for rewritten in (path, vectors_path):
+                remove_stale_temps(rewritten)  # what a crash cut short before: kept pages only, but a copy
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
