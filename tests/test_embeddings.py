@@ -274,6 +274,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.integration
 def test_vectors_stored_before_a_kill_9_are_kept_and_only_the_rest_are_computed(
     data_dir: Path, endpoint: ScriptedLLM
 ) -> None:
