@@ -16,6 +16,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -532,8 +533,13 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         _require_stored(service, args.user, args.agent)
 
+    started: dict[Any, float] = {}
+
     def progress(scope: Any, done: int, total: int) -> None:
-        print(f"\r{scope.describe()}: {done}/{total} exchanges embedded", end="", file=sys.stderr, flush=True)
+        # Tens of thousands of exchanges take hours on a laptop's CPU: say how long is left.
+        elapsed = time.monotonic() - started.setdefault(scope, time.monotonic() - 1e-9)
+        left = f", about {_duration(elapsed * (total - done) / done)} left" if done < total else ""
+        print(f"\r{scope.describe()}: {done}/{total} embedded{left}\033[K", end="", file=sys.stderr, flush=True)
 
     stored = 0
     try:
@@ -547,6 +553,15 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
         return 130
     print(f"{plural(stored, 'exchange')} embedded")
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """A rough span of time, as a person reads it: 40 s, 12 min, 3 h 10 min."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
 
 
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:

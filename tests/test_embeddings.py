@@ -250,7 +250,7 @@ def test_the_embed_command_computes_what_is_missing_and_status_counts_what_is_le
     assert left() == 5
     done = cli(home, "embed", "--config", config)
     assert (done.code, done.stdout) == (0, "5 exchanges embedded\n")
-    assert "default/coder: 1/1 exchanges embedded" in done.stderr
+    assert "default/coder: 1/1 embedded" in done.stderr
     assert left() == 0
     assert cli(home, "embed", "default", "--config", config).stdout == "0 exchanges embedded\n", "nothing left to do"
     off = cli(home, "embed")
