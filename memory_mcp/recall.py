@@ -119,8 +119,7 @@ class PageRecall:
                 self.settings.short_term_capacity, ((pages[n].timestamp, int(n)) for n in within.nonzero()[0])
             )
             return [position for _, position in sorted(newest)]
-        with self._guard:
-            cache = self._caches.setdefault(scope, _ScopeCache())
+        cache = self._entry(scope)
         with cache.lock:
             return cache.recent.catch_up(page_log, among_first, self.settings.short_term_capacity)
 
@@ -192,9 +191,11 @@ class PageRecall:
     ) -> Any:
         """How much each fact stands out from the others by meaning for the query (0-1, see
         `embeddings.fact_relevance`); facts without a vector yet score 0 and are asked for."""
-        cache = self.cache(scope, page_log)
+        cache = self._entry(scope)
         with cache.lock:
-            table = self._vectors(cache, scope, page_log.pages[: len(cache.index)], model)
+            # Facts need no page index: none is built for them, and pages not indexed yet wait.
+            indexed = page_log.pages[: len(cache.index)] if cache.generation == page_log.generation else []
+            table = self._vectors(cache, scope, indexed, model)
             similarities, has_vector = table.fact_similarities(query_vector, contents)
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
@@ -216,10 +217,14 @@ class PageRecall:
         with cache.lock:
             return cache.index.search(query, limit, among_first=among_first)
 
+    def _entry(self, scope: Scope) -> _ScopeCache:
+        """The scope's cache as it is (made empty on first use)."""
+        with self._guard:
+            return self._caches.setdefault(scope, _ScopeCache())
+
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""
-        with self._guard:
-            cache = self._caches.setdefault(scope, _ScopeCache())
+        cache = self._entry(scope)
         with cache.lock:
             if cache.generation != page_log.generation:
                 cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None

@@ -97,8 +97,9 @@ class MemoryStore(Protocol):
         stores nothing). Appended: a later vector for the same id and model wins."""
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
-        """Vectors stored since mark `after` (0: all), and the mark to read on from. A mark holds
-        while the page log keeps its generation: after that, read from 0."""
+        """Vectors stored since mark `after` (0: all), and the mark to read on from. After vectors
+        were erased (`erase_pages`), a mark from before may give every vector again, never a
+        damaged one nor fewer than were stored since."""
 
     def erase_pages(
         self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]

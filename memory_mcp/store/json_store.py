@@ -77,6 +77,8 @@ LOCKS_DIR = "locks"
 TOMBSTONE_PREFIX = ".erased-"
 DEFAULT_LOCK_TIMEOUT = 30.0
 _FIRST_RECORD_CHUNK = 4096
+MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's inode
+_OFFSET_MASK = (1 << MARK_OFFSET_BITS) - 1
 
 _generations = itertools.count(1)
 
@@ -238,11 +240,15 @@ class JsonStore:
                 append_records(directory / VECTORS_FILE, records)
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
+        """A mark is the file's inode and a byte offset in it (`inode << MARK_OFFSET_BITS | offset`):
+        a file rewritten by `erase_pages` is a new inode, read again from its start."""
         path = self.scope_dir(scope) / VECTORS_FILE
         with _os_errors(f"read the page vectors of {scope.describe()}"):
             try:
                 with opened_for_reading(path) as fd:
-                    size = os.fstat(fd).st_size
+                    status = os.fstat(fd)
+                    inode, size = status.st_ino, status.st_size
+                    after = after & _OFFSET_MASK if after >> MARK_OFFSET_BITS == inode else 0
                     after = after if after <= size else 0
                     data = os.pread(fd, size - after, after)
             except FileNotFoundError:
@@ -254,7 +260,7 @@ class JsonStore:
                 vectors.append(vector_from_record(line))
             except (ValueError, KeyError, TypeError):
                 log.warning("%s holds a damaged line; its page will be embedded again", path)
-        return vectors, after + len(complete)
+        return vectors, inode << MARK_OFFSET_BITS | (after + len(complete))
 
     def erase_pages(
         self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]

@@ -1029,3 +1029,19 @@ def test_pages_appended_while_others_are_erased_are_all_kept_in_order(backend: B
     assert ids(backend.store().read_pages(USER).pages) == expected
     assert ids(store.read_pages(USER).pages) == expected
     assert ids(appender.read_pages(USER).pages) == expected
+
+
+def test_a_reader_of_vectors_misses_none_stored_after_others_were_erased(backend: Backend) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(3)])
+    store.append_vectors(USER, [vector(0), vector(1), PageVector("fact-0001", "m1", 0.5, bytes([1, 2, 3, 4]))])
+    reader = backend.store()
+    _, mark = reader.read_vectors(USER, 0)
+
+    store.erase_pages(USER, ["fact-0001"], lambda document, _positions: document)  # the log stays as it was
+    store.append_vectors(USER, [vector(2)])
+    since, _ = reader.read_vectors(USER, mark)
+
+    assert vector(2) in since, "nothing stored after the mark is missed"
+    assert all(v in (vector(0), vector(1), vector(2)) for v in since), "no erased or damaged vector comes back"
+    assert backend.store().read_vectors(USER, 0)[0] == [vector(0), vector(1), vector(2)]
