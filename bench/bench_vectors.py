@@ -2,8 +2,9 @@
 """What embeddings cost a retrieve and an add, at a given number of exchanges.
 
 A user's memory is filled with generated exchanges (bench_store.py's word distribution) and, for
-each, a stored unit vector of the local model's size (random: what is measured is the work, not
-the ranking, and computing real ones for 10,000 exchanges takes ten minutes). Then, in one run,
+each, a stored vector of the local model's size and layout (random unit parts: what is measured is
+the work, not the ranking, and computing real ones for 10,000 exchanges takes twenty minutes).
+Then, in one run,
 retrieve_memory (warm, one untimed call first) and add_memory are timed with embeddings off and
 with `backend: local` (the query's vector is computed for real each time), and their ratio is
 printed. With embeddings on, adds also wake the background work, which here has nothing to do
@@ -31,7 +32,7 @@ import numpy as np
 from bench_store import TextGenerator, page_stream
 
 from memory_mcp.config import EmbeddingSettings, Settings
-from memory_mcp.embeddings import LocalEmbedder, quantised
+from memory_mcp.embeddings import PARTS, LocalEmbedder, quantised, stored_model
 from memory_mcp.ids import new_id
 from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
@@ -58,8 +59,8 @@ def seed(data: Path, size: int, model: str) -> list[str]:
     for start in range(0, size, 1000):
         service.store.append_pages(scope, pages[start : start + 1000])
     rng = np.random.default_rng(7)
-    matrix = rng.standard_normal((size, DIMENSIONS)).astype(np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = rng.standard_normal((size, PARTS, DIMENSIONS)).astype(np.float32)
+    matrix = (matrix / np.linalg.norm(matrix, axis=2, keepdims=True)).reshape(size, PARTS * DIMENSIONS)
     for start in range(0, size, 1000):
         service.store.append_vectors(
             scope,
@@ -91,7 +92,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
-    model = LocalEmbedder().model
+    model = stored_model(LocalEmbedder().model)
     with tempfile.TemporaryDirectory(prefix="bench-vectors-") as folder:
         data = Path(folder)
         queries = seed(data, args.size, model)

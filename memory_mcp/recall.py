@@ -23,7 +23,7 @@ from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.periods import Period, periods_in
-from memory_mcp.retrieval import LexicalIndex, best_of, fused
+from memory_mcp.retrieval import LexicalIndex, best_of, fused, lexical_share
 from memory_mcp.sessions import SessionTable, archived_sessions, sessions_to_archive, thread_of_session
 from memory_mcp.store import MemoryStore, PageLog, Scope
 
@@ -150,9 +150,12 @@ class PageRecall:
             periods = periods_in(request.query, now())
             period = _within(page_log.pages[:among_first], periods) if periods else None
             scores = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
+            pages = page_log.pages
+            scores = cache.index.with_phrases(scores, request.query, lambda number: _page_text(pages[number]))
             if query_vector is not None:
-                pages = page_log.pages[:among_first]
-                scores = self._with_vectors(cache, scope, pages, scores, query_vector, vector_model, eligible)
+                scores = self._with_vectors(
+                    cache, scope, pages[:among_first], scores, request.query, query_vector, vector_model, eligible
+                )
             hits = best_of(scores, wanted)
             if weight and hits:
                 page_sessions = cache.sessions.page_sessions
@@ -175,6 +178,7 @@ class PageRecall:
         scope: Scope,
         pages: Sequence[Page],
         lexical: Any,
+        query: str,
         query_vector: Any,
         model: str,
         eligible: Any,
@@ -183,7 +187,7 @@ class PageRecall:
         similarities, has_vector = self._vectors(cache, scope, pages, model).similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
-        weight = self.settings.embeddings.lexical_weight
+        weight = lexical_share(self.settings.embeddings.lexical_weight, query)
         return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight)
 
     def fact_relevance(

@@ -14,7 +14,7 @@ from memory_mcp import __version__, fact_edits, host_memory
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
-from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder
+from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder, stored_model
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
@@ -105,6 +105,7 @@ class MemoryService:
         self._tokens = TokenCounter(settings.memory.token_counting)
         self._updates = UpdateRunner(settings, self.store, self.extraction_on)
         self._embedder = open_embedder(settings)
+        self._vector_model = stored_model(self._embedder.model) if self._embedder is not None else ""
         # Vectors are computed by processes that live long enough to; a hook's queries still use them.
         self._embedding = None if self._embedder is None or short_lived else EmbeddingRunner(self.store, self._embedder)
         self._recall = PageRecall(
@@ -220,15 +221,15 @@ class MemoryService:
             exclude=recent,
             within=within,
             query_vector=query_vector,
-            vector_model=self._embedder.model if self._embedder is not None else "",
+            vector_model=self._vector_model,
         )
         retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
         short_term = [Page(**_page_fields(pages[i])) for i in recent]
         about = f"{request.query}\n{request.current_context}".strip()
         relevance = None
-        if query_vector is not None and self._embedder is not None:
+        if query_vector is not None:
             contents = [fact.content for fact in held]
-            relevance = self._recall.fact_relevance(scope, page_log, contents, query_vector, self._embedder.model)
+            relevance = self._recall.fact_relevance(scope, page_log, contents, query_vector, self._vector_model)
         facts = self._rank_entries(held, about, ScoredFact, relevance)
         knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
         notes = self._notes(document) + ([vector_note] if vector_note else [])
@@ -300,15 +301,13 @@ class MemoryService:
 
     def search_facts(self, request: SearchFactsRequest) -> FactsResult:
         scope = self.resolve_scope(request.user_id, request.agent_name)
-        embedder = self._embedder
 
         def relevance_of(contents: Sequence[str]) -> Any:
             query_vector, _ = self._query_vector(request.query) if len(contents) >= MIN_FACTS_COMPARED else (None, None)
-            if query_vector is None or embedder is None:
+            if query_vector is None:
                 return None
-            return self._recall.fact_relevance(
-                scope, self.store.read_pages(scope), contents, query_vector, embedder.model
-            )
+            page_log = self.store.read_pages(scope)
+            return self._recall.fact_relevance(scope, page_log, contents, query_vector, self._vector_model)
 
         return fact_edits.search_facts(self.store, scope, request, self.settings, relevance_of)
 

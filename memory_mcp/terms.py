@@ -4,7 +4,8 @@ to stems.
 Measured on LoCoMo conversations, each step raises recall of the right exchange: dropping
 function words keeps "what did she do" from matching every page, and stemming lets "hiking"
 find "hiked". Accents on Latin letters are folded away, as people often leave them out when
-they type ("Zurich creme brulee" finds "Zürich crème brûlée").
+they type ("Zurich creme brulee" finds "Zürich crème brûlée"). Neighbouring terms within a clause
+make the word pairs that recall looks for in the best pages (retrieval.LexicalIndex.with_phrases).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ STOPWORDS = frozenset(
 )
 
 
+# Where a phrase ends: clause and sentence punctuation, Latin and CJK, and line breaks.
+_CLAUSE_BREAK = re.compile(r"[.!?,;:()\[\]{}\"“”«»…\n\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f]+")
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased words; runs of CJK characters become overlapping character bigrams.
 
@@ -79,6 +84,21 @@ def fold_accents(text: str) -> str:
 def index_terms(text: str) -> list[str]:
     """Index terms of `text`: tokens without English function words, stemmed."""
     return [_stem(token[:MAX_TERM_CHARS]) for token in tokenize(text) if token not in STOPWORDS]
+
+
+def phrase_pairs(text: str) -> list[tuple[str, str]]:
+    """Index terms standing next to each other within a clause, function words aside ("coconut
+    milk", "milk ice"): words of scripts written with spaces only, since CJK terms are character
+    pairs already and an emoji is no phrase."""
+    pairs: list[tuple[str, str]] = []
+    for clause in _CLAUSE_BREAK.split(text):
+        terms = index_terms(clause)
+        pairs.extend((a, b) for a, b in zip(terms, terms[1:]) if _spaced_word(a) and _spaced_word(b))
+    return pairs
+
+
+def _spaced_word(term: str) -> bool:
+    return term.isalnum() and not _CJK_RUN.search(term)
 
 
 @lru_cache(maxsize=200_000)

@@ -14,19 +14,21 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from command_line import cli
-from project import PROJECT_ROOT, PYTHON
 from core_calls import add
+from project import PROJECT_ROOT, PYTHON
 from scripted_llm import ScriptedLLM
 from waiting import wait_until
 
 from memory_mcp.config import EmbeddingSettings, Settings, load_settings
-from memory_mcp.embeddings import FACT_VECTOR_PREFIX
+from memory_mcp.embeddings import FACT_VECTOR_PREFIX, VectorTable, quantised, stored_model
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
     ForgetRequest,
+    Page,
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
@@ -61,9 +63,9 @@ def started(settings: Settings) -> MemoryService:
 
 
 def vectors_of(service: MemoryService, model: str | None = None) -> list[str]:
-    """Page ids with a stored vector (of `model`, or of any)."""
+    """Page ids with a stored vector (of the embedder `model`, or of any)."""
     stored = service.store.read_vectors(Scope("default"), 0)[0]
-    return [vector.page_id for vector in stored if model is None or vector.model == model]
+    return [vector.page_id for vector in stored if model is None or vector.model == stored_model(model)]
 
 
 def remember(service: MemoryService) -> list[str]:
@@ -311,3 +313,48 @@ def test_vectors_stored_before_a_kill_9_are_kept_and_only_the_rest_are_computed(
         )
     finally:
         again.close()
+
+
+def unit(*components: float) -> np.ndarray:
+    vector = np.array(components, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def similarities_of(data_dir: Path, parts: list[list[np.ndarray]], query: np.ndarray) -> list[float]:
+    """What VectorTable makes of pages stored with these (exchange, said, answered) vectors."""
+    store = JsonStore(data_dir)
+    pages = [
+        Page(page_id=f"p{n}", user_input="-", agent_response="-", timestamp="2024-05-01T00:00:00Z")
+        for n in range(len(parts))
+    ]
+    store.append_pages(Scope("alice"), pages)
+    store.append_vectors(Scope("alice"), quantised([p.page_id for p in pages], [np.concatenate(p) for p in parts], "m"))
+    table = VectorTable("m")
+    table.catch_up(store, Scope("alice"), pages)
+    similarities, has_vector = table.similarities(query, len(pages))
+    assert has_vector.all()
+    return [float(value) for value in similarities]
+
+
+def test_a_page_like_every_other_counts_for_less_than_one_about_the_question(data_dir: Path) -> None:
+    generic = unit(1, 1, 0, 0, 0, 0)  # what most exchanges say ("thanks, see you")
+    specific = unit(1, 0, 1, 0, 0, 0)
+    query = unit(1, 0.6, 0.4, 0, 0, 0)
+    assert query @ generic > query @ specific, "by plain cosine, the generic page is nearer"
+
+    pages = [[generic] * 3 for _ in range(20)] + [[specific] * 3]
+    similarities = similarities_of(data_dir, pages, query)
+
+    assert similarities[-1] > max(similarities[:-1]), "the page about the question comes first"
+
+
+def test_a_page_whose_one_side_answers_the_question_is_lifted(data_dir: Path) -> None:
+    query = unit(1, 0, 0, 0, 0, 0)
+    one_side = [unit(1, 1, 0, 0, 0, 0), query, unit(0, 1, 0, 0, 0, 0)]  # said exactly what is asked
+    blurred = [unit(1, 0, 0.88, 0, 0, 0)] * 3  # nearer as a whole, no side nearer
+    fillers = [[unit(0, 0, 0, 0, 1, 0)] * 3, [unit(0, 0, 0, 0, 0, 1)] * 3] * 10
+    assert query @ blurred[0] > query @ one_side[0], "as whole exchanges, the blurred page is nearer"
+
+    similarities = similarities_of(data_dir, [one_side, blurred, *fillers], query)
+
+    assert similarities[0] > similarities[1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
-from memory_mcp.terms import MAX_TERM_CHARS, index_terms, tokenize
+from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex, lexical_share
+from memory_mcp.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
 
@@ -359,3 +359,36 @@ def test_queries_without_accents_or_with_emoji_find_their_pages() -> None:
     assert index.search("creme brulee in Zurich", limit=3)[0][0] == 0
     assert index.search("Crème Brûlée", limit=3)[0][0] == 0
     assert [number for number, _ in index.search("🎸", limit=3)] == [2]
+
+
+def test_a_page_holding_the_query_words_side_by_side_is_lifted_above_one_holding_them_apart() -> None:
+    texts = [
+        "We got ice cream at the beach after the walk",
+        "Ice on the road; cream for the cake",
+        "Nothing about desserts here",
+    ]
+    index = LexicalIndex()
+    index.extend([(text, str(n)) for n, text in enumerate(texts)])
+    words = index.scores("where did we have ice cream?")
+    assert words[1] > words[0], "by words alone the shorter page wins"
+
+    lifted = index.with_phrases(words, "where did we have ice cream?", texts.__getitem__)
+
+    assert lifted[0] > lifted[1], "the pair side by side in one clause counts"
+    assert lifted[1] == words[1] and lifted[2] == words[2], "pages without the pair keep their score"
+
+
+def test_word_pairs_stay_within_a_clause_and_skip_function_words_and_cjk() -> None:
+    assert phrase_pairs("The coconut milk, then ice. Cream of the crop") == [
+        ("coconut", "milk"),
+        ("cream", "crop"),
+    ]
+    assert phrase_pairs("我喜欢冰淇淋") == []
+
+
+def test_short_queries_lean_to_vectors_and_long_ones_to_words() -> None:
+    short = "Jon's dance?"
+    long = "what did Jon say about the dance studio he opened in the city last spring"
+    assert round(lexical_share(0.5, short), 2) == 0.4
+    assert round(lexical_share(0.5, long), 2) == 0.6
+    assert lexical_share(0.0, short) == 0.0 and lexical_share(1.0, long) == 1.0
