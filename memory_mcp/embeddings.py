@@ -214,9 +214,11 @@ class EmbeddingRunner:
     def notify(self, scope: Scope) -> None:
         """Have the scope's missing vectors computed soon."""
         with self._condition:
+            waiting_already = scope in self._wanted  # the worker knows: no need to wake it per add
             self._wanted[scope] = None
             self._named_at = time.monotonic()
-            self._condition.notify()
+            if not waiting_already:
+                self._condition.notify()
 
     def shutdown(self, timeout: float) -> None:
         """Stop after the batch under way; what is left is computed at the next start."""
