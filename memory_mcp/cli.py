@@ -533,17 +533,18 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         _require_stored(service, args.user, args.agent)
 
-    started: dict[Any, float] = {}
+    began = time.monotonic()
 
     def progress(scope: Any, done: int, total: int) -> None:
         # Tens of thousands of exchanges take hours on a laptop's CPU: say how long is left.
-        elapsed = time.monotonic() - started.setdefault(scope, time.monotonic() - 1e-9)
+        elapsed = time.monotonic() - began
         left = f", about {_duration(elapsed * (total - done) / done)} left" if done < total else ""
         print(f"\r{scope.describe()}: {done}/{total} embedded{left}\033[K", end="", file=sys.stderr, flush=True)
 
     stored = 0
     try:
         for user in [args.user] if args.user else service.list_users():
+            began = time.monotonic()
             added = service.embed_missing(user, args.agent, progress)
             stored += added
             if added:
@@ -559,9 +560,8 @@ def _duration(seconds: float) -> str:
     """A rough span of time, as a person reads it: 40 s, 12 min, 3 h 10 min."""
     if seconds < 60:
         return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:

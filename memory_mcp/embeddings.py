@@ -47,15 +47,16 @@ RETRY_AFTER_SECONDS = 60.0  # after an endpoint failed, before the background wo
 # Vectors are computed once adds have paused this long: a burst of adds never shares the CPU
 # with them (measured: add p50 1.7 times slower at 10k exchanges when each add woke the work).
 QUIET_SECONDS = 1.0
-# Facts' vectors are stored beside the pages', under an id made from the fact's words.
-FACT_VECTOR_PREFIX = "fact-"
 # A fact found by meaning alone must stand out from the user's other facts by this many standard
 # deviations of similarity to the query. Similarities cluster differently for every model (0.7-0.9
-# for e5, 0.1-0.6 for others), their spread much less: measured with the local model on ten facts,
-# the fact a query was about scored z 1.6-2.8, the next best 0.4-0.9.
-FACT_MATCH_Z = 1.5
+# for e5, 0.1-0.6 for others), their spread much less. Measured with the local model on fifteen
+# facts: a query about one of them ("dog", "weather") put it at z 3.1-3.3; queries about none
+# ("hello", "thanks", "what's up", "tell me something") put their best at 1.1-1.8.
+FACT_MATCH_Z = 2.0
 FACT_FULL_Z = 3.0  # a fact this far above the others counts as fully similar
-MIN_FACTS_COMPARED = 5  # fewer facts give no spread worth the name: words alone
+# Fewer facts give no spread worth the name (of n values, none can be more than sqrt(n - 1)
+# standard deviations above their mean): words alone.
+MIN_FACTS_COMPARED = 8
 
 
 class EmbeddingUnavailable(Exception):
@@ -160,7 +161,13 @@ def embedded_texts(page: Page) -> list[str]:
 def fact_vector_id(content: str) -> str:
     """The id a fact's vector is stored under: from its words, which never change under a fact's
     id (new words make a new fact), so equal facts share one vector."""
-    return FACT_VECTOR_PREFIX + hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
+    return "fact-" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
+
+
+def fact_vector_model(model: str) -> str:
+    """The model id facts' vectors are stored under: their own, so that no page id can ever be
+    taken for a fact's (imported pages keep any id they came with)."""
+    return f"{model}#fact"
 
 
 def quantised(ids: Sequence[str], vectors: Sequence[Any], model: str) -> list[PageVector]:
@@ -229,36 +236,48 @@ class EmbeddingRunner:
             self._thread.join(timeout)
 
     def embed_scope(self, scope: Scope, progress: Callable[[int, int], None] | None = None) -> int:
-        """Compute and store the vectors the scope's pages and facts lack, a batch at a time, and
-        erase those of facts no longer held; return how many were stored. `progress(done,
-        total)` is told after each batch."""
-        import numpy as np
-
+        """Compute and store the vectors the scope's facts and pages lack (facts first: few, and
+        asked for at every retrieve), a batch at a time, and erase those of facts no longer held;
+        return how many were stored. `progress(done, total)` is told after each batch."""
         vectors, _ = self.store.read_vectors(scope, 0)
-        have = {vector.page_id for vector in vectors if vector.model == self.model}
+        fact_model = fact_vector_model(self.model)
+        have = {(vector.model, vector.page_id) for vector in vectors}
         facts = {fact_vector_id(fact.content): fact.content for fact in self.store.read_document(scope).facts}
-        # What each vector is made of: a page's PARTS texts, or a fact's words.
-        missing = [(page.page_id, embedded_texts(page)) for page in self._pages_without(scope, have)]
-        missing += [(vector_id, [content]) for vector_id, content in facts.items() if vector_id not in have]
+        # What each vector is made of: a fact's words, or a page's PARTS texts.
+        missing = [(fact_model, vector_id, [content]) for vector_id, content in facts.items()]
+        missing = [item for item in missing if (fact_model, item[1]) not in have]
+        pages = self._pages_without(scope, {page_id for model, page_id in have if model == self.model})
+        missing += [(self.model, page.page_id, embedded_texts(page)) for page in pages]
         done = 0
         for start in range(0, len(missing), BATCH_SIZE):
             if self._stopping:
                 break
             batch = missing[start : start + BATCH_SIZE]
-            texts = [text for _, parts in batch for text in parts]
-            distinct = list(dict.fromkeys(texts))  # a side alone in its exchange: embedded once
-            rows = self.embedder.embed(distinct, query=False)
-            row_of = {text: number for number, text in enumerate(distinct)}
-            vectors_made = [np.concatenate([rows[row_of[text]] for text in parts]) for _, parts in batch]
-            self.store.append_vectors(scope, quantised([vector_id for vector_id, _ in batch], vectors_made, self.model))
+            for model, vectors_made in self._embedded(batch).items():
+                ids, made = zip(*vectors_made, strict=True)
+                self.store.append_vectors(scope, quantised(ids, made, model), of_pages=model == self.model)
             done += len(batch)
             if progress is not None:
                 progress(done, len(missing))
-        stale = {v.page_id for v in vectors if v.page_id.startswith(FACT_VECTOR_PREFIX)} - facts.keys()
+        stale = {page_id for model, page_id in have if model == fact_model} - facts.keys()
         if stale and not self._stopping:
             # A deleted fact's vector says something of its words: it goes with them.
-            self.store.erase_pages(scope, sorted(stale), lambda document, _positions: document)
+            self.store.erase_vectors(scope, fact_model, sorted(stale))
         return done
+
+    def _embedded(self, batch: Sequence[tuple[str, str, list[str]]]) -> dict[str, list[tuple[str, Any]]]:
+        """One call to the embedder for a batch of (model, id, texts): each id's vector (its
+        texts' vectors end to end), by model."""
+        import numpy as np
+
+        texts = [text for _, _, parts in batch for text in parts]
+        distinct = list(dict.fromkeys(texts))  # a side alone in its exchange: embedded once
+        rows = self.embedder.embed(distinct, query=False)
+        row_of = {text: number for number, text in enumerate(distinct)}
+        made: dict[str, list[tuple[str, Any]]] = {}
+        for model, vector_id, parts in batch:
+            made.setdefault(model, []).append((vector_id, np.concatenate([rows[row_of[text]] for text in parts])))
+        return made
 
     def missing(self, scope: Scope) -> list[Page]:
         """The scope's pages with no vector of this model yet, in log order."""
@@ -325,6 +344,7 @@ class VectorTable:
         import numpy as np
 
         self.model = model
+        self._fact_model = fact_vector_model(model)
         self._mark = 0
         self._position: dict[str, int] = {}
         self._rows = np.zeros((0, 0), dtype=np.int8)
@@ -347,8 +367,9 @@ class VectorTable:
         vectors, self._mark = store.read_vectors(scope, self._mark)
         for vector in vectors:
             if vector.model == self.model:
-                held = self._facts if vector.page_id.startswith(FACT_VECTOR_PREFIX) else self._waiting
-                held[vector.page_id] = vector
+                self._waiting[vector.page_id] = vector
+            elif vector.model == self._fact_model:
+                self._facts[vector.page_id] = vector
         for page_id in [page_id for page_id in self._waiting if page_id in self._position]:
             vector = self._waiting.pop(page_id)
             components = np.frombuffer(vector.components, dtype=np.int8)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.errors import InvalidInput, MemoryGone
 from memory_mcp.facts import current
 from memory_mcp.models import (
     USER_SECTION_NAMES,
@@ -30,6 +30,7 @@ from memory_mcp.store import MemoryStore, Scope
 log = logging.getLogger(__name__)
 
 HOST_SOURCE = "host"
+REREADS = 2  # times the log may be found rewritten under an apply before it gives up
 
 
 def check(document: MemoryDocument, host: HostMemory, settings: Settings, scope: Scope) -> None:
@@ -63,7 +64,18 @@ def check(document: MemoryDocument, host: HostMemory, settings: Settings, scope:
 
 def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
     """Apply, in log order and in one document write, the host memory of every page not applied
-    yet; return what each page's changed, by page id."""
+    yet; return what each page's changed, by page id. The log rewritten meanwhile (retention
+    erased old exchanges) is read again; memory erased meanwhile raises MemoryGone."""
+    for _ in range(REREADS):
+        try:
+            return _apply_pending_once(store, scope, settings)
+        except MemoryGone:
+            if not store.read_pages(scope).pages:
+                raise
+    return _apply_pending_once(store, scope, settings)
+
+
+def _apply_pending_once(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
     page_log = store.read_pages(scope)
     pages = page_log.pages[: len(page_log.pages)]
     if not _holds_pending(pages, store.read_document(scope).analysis.hostBefore):

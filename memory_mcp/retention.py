@@ -4,8 +4,7 @@ facts and profile drawn from them stay.
 An exchange is erased only once nothing waits to be drawn from it: analysed by the updater (with
 extraction off, nothing ever will be), its host memory applied, and not set aside for a retry.
 Analysis progress counts pages by position, so the document is renumbered in the same step as
-the log loses them (`MemoryStore.erase_pages`); the erased ids are recorded in that write, so a
-crash before the log was rewritten is finished by the next pass instead of being counted twice.
+the log loses them (`MemoryStore.erase_pages`, which keeps the two together through a crash).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from memory_mcp.clock import format_timestamp
+from memory_mcp.clock import format_timestamp, normalise_timestamp
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
 from memory_mcp.pending import thread_key
@@ -23,36 +22,49 @@ from memory_mcp.store import MemoryStore, Scope
 
 def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment: datetime, extraction_on: bool) -> int:
     """Erase the scope's exchanges older than `retention_days` before `moment` that nothing waits
-    on, finishing first an erase a crash cut short; return how many were erased. The caller holds
-    the scope's update right, so no analysis moves the progress meanwhile."""
+    on; return how many were erased. The caller holds the scope's update right, so no analysis
+    moves the progress meanwhile."""
     try:
-        unfinished = store.read_document(scope).analysis.erasing
-        if unfinished:
-            store.erase_pages(scope, unfinished, lambda document, _positions: _finished(document))
         pages = store.read_pages(scope).pages
         progress = store.read_document(scope).analysis
         cutoff = format_timestamp(moment - timedelta(days=retention_days))
         expired = [pages[n].page_id for n in expired_positions(pages, progress, cutoff, extraction_on)]
         if not expired:
             return 0
-        store.erase_pages(scope, expired, lambda document, positions: _without(document, positions, expired))
-        store.update_document(scope, _finished, create=False)
+        erased: list[int] = []
+
+        def without(document: MemoryDocument, positions: list[int]) -> MemoryDocument:
+            erased[:] = positions
+            return document.model_copy(update={"analysis": renumbered(document.analysis, positions)})
+
+        store.erase_pages(scope, expired, without)
     except MemoryGone:
         return 0
-    return len(expired)
+    return len(erased)
 
 
 def expired_positions(pages: Sequence[Page], progress: AnalysisProgress, cutoff: str, extraction_on: bool) -> list[int]:
-    """Positions of the pages stamped before `cutoff` that nothing waits on."""
+    """Positions of the pages stamped before `cutoff` that nothing waits on. Analysis is waited
+    for when this process extracts, or when the updater ever analysed this memory (another process
+    with an LLM may: one started without its key must not erase what that one would read)."""
     set_aside = {page_id for batch in progress.setAside for page_id in batch.pageIds}
+    wait_for_analysis = extraction_on or progress.allBefore > 0 or bool(progress.threads)
     return [
         number
         for number, page in enumerate(pages)
-        if page.timestamp < cutoff
-        and (not extraction_on or number < progress.allBefore or number < progress.threads.get(thread_key(page), 0))
+        if _stamped_before(page.timestamp, cutoff)
+        and (not wait_for_analysis or number < progress.allBefore or number < progress.threads.get(thread_key(page), 0))
         and (number < progress.hostBefore or not (isinstance(page, StoredPage) and page.host_memory is not None))
         and page.page_id not in set_aside
     ]
+
+
+def _stamped_before(timestamp: str, cutoff: str) -> bool:
+    """Whether a page's time is before `cutoff`; a time that is not one (imported as it came) never is."""
+    try:
+        return normalise_timestamp(timestamp) < cutoff
+    except ValueError:
+        return False
 
 
 def renumbered(progress: AnalysisProgress, erased: Sequence[int]) -> AnalysisProgress:
@@ -72,12 +84,3 @@ def renumbered(progress: AnalysisProgress, erased: Sequence[int]) -> AnalysisPro
             },
         }
     )
-
-
-def _without(document: MemoryDocument, positions: list[int], page_ids: list[str]) -> MemoryDocument:
-    progress = renumbered(document.analysis, positions).model_copy(update={"erasing": page_ids})
-    return document.model_copy(update={"analysis": progress})
-
-
-def _finished(document: MemoryDocument) -> MemoryDocument:
-    return document.model_copy(update={"analysis": document.analysis.model_copy(update={"erasing": []})})

@@ -23,7 +23,7 @@ from scripted_llm import ScriptedLLM
 from waiting import wait_until
 
 from memory_mcp.config import EmbeddingSettings, Settings, load_settings
-from memory_mcp.embeddings import FACT_VECTOR_PREFIX, VectorTable, quantised, stored_model
+from memory_mcp.embeddings import VectorTable, fact_vector_model, quantised, stored_model
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
@@ -86,11 +86,14 @@ FACTS = [
     "Prefers tea over coffee",
     "Is learning Japanese",
     "Grew up near the sea",
+    "Reads a novel every month",
+    "Bakes bread on Sundays",
 ]
 
 
 def fact_vectors(service: MemoryService) -> list[str]:
-    return [vector_id for vector_id in vectors_of(service) if vector_id.startswith(FACT_VECTOR_PREFIX)]
+    stored = service.store.read_vectors(Scope("default"), 0)[0]
+    return [vector.page_id for vector in stored if vector.model == fact_vector_model(stored_model("concepts-1"))]
 
 
 def found_facts(service: MemoryService, query: str) -> list[str]:

@@ -12,6 +12,7 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from core_calls import add, flush
 from scripted_llm import ScriptedLLM, reply
 from update_helpers import ServiceFactory, fact, update
@@ -20,6 +21,7 @@ from waiting import wait_until
 from memory_mcp import retention
 from memory_mcp.clock import format_timestamp, now
 from memory_mcp.config import Settings
+from memory_mcp.errors import MemoryGone
 from memory_mcp.models import (
     AnalysisProgress,
     ExportRequest,
@@ -120,7 +122,13 @@ def test_only_exchanges_nothing_waits_on_are_expired() -> None:
     cutoff = days_ago(30)
 
     assert retention.expired_positions(pages, progress, cutoff, extraction_on=True) == [0, 1, 5]
-    assert retention.expired_positions(pages, progress, cutoff, extraction_on=False) == [0, 1, 3, 5]
+    assert retention.expired_positions(pages, progress, cutoff, extraction_on=False) == [0, 1, 5], (
+        "this memory was analysed before: a process without an LLM still waits for analysis"
+    )
+    never_analysed = progress.model_copy(update={"allBefore": 0, "threads": {}})
+    assert retention.expired_positions(pages, never_analysed, cutoff, extraction_on=False) == [0, 1, 3, 5]
+    undated = page(7, 90).model_copy(update={"timestamp": "sometime"})  # as an import may bring it
+    assert retention.expired_positions([undated], never_analysed, cutoff, extraction_on=False) == []
 
 
 def test_renumbered_progress_leaves_every_remaining_page_as_it_was() -> None:
@@ -142,13 +150,12 @@ def test_renumbered_progress_leaves_every_remaining_page_as_it_was() -> None:
         assert all(value > after.allBefore for value in after.threads.values())
 
 
-def test_a_crash_between_the_document_write_and_the_log_rewrite_is_finished_by_the_next_pass(
+def test_a_crash_between_the_document_write_and_the_log_rewrite_is_finished_by_the_next_reader(
     data_dir: Path,
 ) -> None:
     store = JsonStore(data_dir)
-    pages = [page(n, 90 if n < 4 else 1) for n in range(6)]
-    store.append_pages(USER, pages)
-    store.write_document(USER, MemoryDocument(analysis=AnalysisProgress(allBefore=3)))
+    store.append_pages(USER, [page(n, 90 if n < 4 else 1) for n in range(6)])
+    store.write_document(USER, MemoryDocument(analysis=AnalysisProgress(allBefore=3, hostBefore=6)))
     # What the first write of an erase leaves when the process dies before the log is rewritten:
     # the document renumbered for the log without pages 0-2, and those ids recorded.
     erased = ["page_0000", "page_0001", "page_0002"]
@@ -159,11 +166,14 @@ def test_a_crash_between_the_document_write_and_the_log_rewrite_is_finished_by_t
         ),
     )
 
-    reopened = JsonStore(data_dir)
-    count = retention.erase_expired(reopened, USER, 30, now(), extraction_on=True)
+    reopened = JsonStore(data_dir)  # another process, or this one after a restart
+    generation = reopened.read_pages(USER).generation  # work read from the log as the crash left it
+    with pytest.raises(MemoryGone):  # work read from the old log never lands on the new one
+        reopened.update_document(USER, lambda d: d, create=False, log_generation=generation)
+    progress = reopened.read_document(USER).analysis
 
     log = reopened.read_pages(USER).pages
     assert [p.page_id for p in log] == ["page_0003", "page_0004", "page_0005"]
-    progress = reopened.read_document(USER).analysis
     assert pending_ids(list(log), progress) == {"page_0003", "page_0004", "page_0005"}, "not renumbered twice"
-    assert progress.erasing == [] and count == 0, "page 3 is old but was never analysed: it stays"
+    assert progress.hostBefore == 3 and progress.erasing == []
+    assert retention.erase_expired(reopened, USER, 30, now(), extraction_on=True) == 0, "page 3 was never analysed"

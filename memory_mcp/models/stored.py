@@ -201,8 +201,9 @@ class AnalysisProgress(BaseModel):
     )
     erasing: list[str] = Field(
         default_factory=list,
-        description="Exchanges retention is erasing: positions here already count without them. Left only "
-        "by a crash before the page log was rewritten; the next retention pass finishes the erase.",
+        description="Exchanges being erased from the page log (JSON files): positions here already count "
+        "without them. Left only by a crash before the log was rewritten; the store finishes the erase "
+        "the next time it reads this memory.",
     )
 
     def set_aside_pages(self) -> int:

@@ -92,9 +92,14 @@ class MemoryStore(Protocol):
         import, a transcript): if any of their ids is already stored, raise `already_stored` and
         write nothing, so that two imports of the same pages at once cannot store them twice."""
 
-    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
-        """Durably store embeddings of the scope's pages and facts (a scope erased meanwhile
-        stores nothing). Appended: a later vector for the same id and model wins."""
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
+        """Durably store embeddings (a scope erased meanwhile stores nothing): of the scope's
+        pages, and then a vector whose page is no longer stored is dropped, so that no vector
+        outlives an erase; or, `of_pages` False, of something else (facts) under ids of its own.
+        Appended: a later vector for the same id and model wins."""
+
+    def erase_vectors(self, scope: Scope, model: str, ids: Sequence[str]) -> None:
+        """Erase, for good, the scope's vectors of `model` with these ids; nothing else changes."""
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
         """Vectors stored since mark `after` (0: all), and the mark to read on from. After vectors
@@ -106,10 +111,9 @@ class MemoryStore(Protocol):
     ) -> None:
         """Erase these pages for good, their vectors too, and apply `change` to the document in
         the same step, given the positions the pages had (ascending; ids no longer stored are
-        skipped, so a second call finishes what a first one began). The log gets a new generation.
-        On a backend that cannot do both in one transaction, the document is written first: its
-        change should record what is being erased, so that a crash before the log is rewritten can
-        be finished by calling again. MemoryGone if the scope holds nothing."""
+        skipped). The log gets a new generation when it loses a page. Readers see the document and
+        log before or after, never a mix (a backend without transactions finishes an erase a
+        crash cut short on its next read). MemoryGone if the scope holds nothing."""
 
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash

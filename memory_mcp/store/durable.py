@@ -103,6 +103,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     Temp file in the same directory (rename is atomic only within a filesystem), fsync it,
     rename over the target, then fsync the directory so the rename itself is durable.
     """
+    put_in_place(written_aside(path, data), path)
+
+
+def written_aside(path: Path, data: bytes) -> Path:
+    """`data` in a synced temp file beside `path`, for `put_in_place`: what can fail (a full
+    disk) fails here, before anything the temp file stands for is changed."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
@@ -111,6 +117,15 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def put_in_place(temp: Path, path: Path) -> None:
+    """Rename a `written_aside` temp file over `path`, durably."""
+    try:
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)

@@ -59,10 +59,12 @@ from memory_mcp.store.durable import (
     atomic_write,
     ensure_directory,
     opened_for_reading,
+    put_in_place,
     read_bytes,
     remove_stale_temps,
     remove_tree,
     rename_durably,
+    written_aside,
 )
 from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
 
@@ -77,7 +79,8 @@ LOCKS_DIR = "locks"
 TOMBSTONE_PREFIX = ".erased-"
 DEFAULT_LOCK_TIMEOUT = 30.0
 _FIRST_RECORD_CHUNK = 4096
-MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's inode
+MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's id
+_VECTORS_HEADER_START = b'{"vectors_file": '
 _OFFSET_MASK = (1 << MARK_OFFSET_BITS) - 1
 
 _generations = itertools.count(1)
@@ -225,30 +228,37 @@ class JsonStore:
                 if size_before == 0:
                     cache.identity = (cache.identity[0], records[: records.index(b"\n") + 1])
 
-    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
         if not vectors:
             return
-        records = b"".join((vector_record(vector) + "\n").encode("ascii") for vector in vectors)
         state = self._states.get(scope)
         directory = self.scope_dir(scope)
+        path = directory / VECTORS_FILE
         with (
             _os_errors(f"store page vectors for {scope.describe()}"),
             state.log_lock,
             self._holding(state.log_file_lock, scope),
         ):
-            if directory.is_dir():  # under the lock an erase takes: not erased meanwhile
-                append_records(directory / VECTORS_FILE, records)
+            if not directory.is_dir():  # under the lock an erase takes: not erased meanwhile
+                return
+            if of_pages:  # pages erased since their vectors were computed: their vectors go too
+                stored = {page.page_id for page in self._pages_held(state, scope, directory)}
+                vectors = [vector for vector in vectors if vector.page_id in stored]
+            records = b"".join((vector_record(vector) + "\n").encode("ascii") for vector in vectors)
+            if records:
+                header = b"" if path.exists() and path.stat().st_size else _vectors_header()
+                append_records(path, header + records)
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
-        """A mark is the file's inode and a byte offset in it (`inode << MARK_OFFSET_BITS | offset`):
-        a file rewritten by `erase_pages` is a new inode, read again from its start."""
+        """A mark is the file's id (its first record, new at every rewrite) and a byte offset in
+        it: `file_id << MARK_OFFSET_BITS | offset`."""
         path = self.scope_dir(scope) / VECTORS_FILE
         with _os_errors(f"read the page vectors of {scope.describe()}"):
             try:
                 with opened_for_reading(path) as fd:
-                    status = os.fstat(fd)
-                    inode, size = status.st_ino, status.st_size
-                    after = after & _OFFSET_MASK if after >> MARK_OFFSET_BITS == inode else 0
+                    file_id = _vectors_file_id(_first_record(fd))
+                    size = os.fstat(fd).st_size
+                    after = after & _OFFSET_MASK if after >> MARK_OFFSET_BITS == file_id else 0
                     after = after if after <= size else 0
                     data = os.pread(fd, size - after, after)
             except FileNotFoundError:
@@ -256,21 +266,39 @@ class JsonStore:
         complete = data[: data.rfind(b"\n") + 1]  # a torn last line is an append under way or cut short
         vectors = []
         for line in complete.splitlines():
+            if line.startswith(_VECTORS_HEADER_START):
+                continue
             try:
                 vectors.append(vector_from_record(line))
             except (ValueError, KeyError, TypeError):
                 log.warning("%s holds a damaged line; its page will be embedded again", path)
-        return vectors, inode << MARK_OFFSET_BITS | (after + len(complete))
+        return vectors, file_id << MARK_OFFSET_BITS | (after + len(complete))
+
+    def erase_vectors(self, scope: Scope, model: str, ids: Sequence[str]) -> None:
+        state = self._states.get(scope)
+        path = self.scope_dir(scope) / VECTORS_FILE
+        with (
+            _os_errors(f"erase vectors of {scope.describe()}"),
+            state.log_lock,
+            self._holding(state.log_file_lock, scope),
+        ):
+            if path.exists():
+                kept = _vectors_without(
+                    read_bytes(path), lambda vector: vector.model == model and vector.page_id in ids
+                )
+                if kept is not None:
+                    atomic_write(path, kept)
+                remove_stale_temps(path)
 
     def erase_pages(
         self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
     ) -> None:
-        """The document first, then the vectors and the log, each replaced whole by an atomic
-        rename, all under the scope's locks: readers see the old log or the new one."""
+        """The log and vectors without the pages are written aside first (a full disk changes
+        nothing); then the document, changed and marked with the ids being erased; then the files
+        put in place, and the mark cleared. A crash after the document write leaves the mark, and
+        whoever reads this memory next, in any process, finishes the erase (`_finish_erasing`)."""
         state = self._states.get(scope)
         directory = self.scope_dir(scope)
-        path = directory / PAGES_FILE
-        erased = set(page_ids)
         with (
             _os_errors(f"erase exchanges of {scope.describe()}"),
             state.document_lock,
@@ -280,27 +308,70 @@ class JsonStore:
         ):
             if not directory.is_dir():
                 raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
-            data, positions = b"", []
-            with contextlib.suppress(FileNotFoundError):  # no log yet: facts only
-                with opened_for_reading(path) as fd:
-                    self._catch_up(fd, path, state, scope)
-                    assert state.log is not None
-                    data = os.pread(fd, state.log.end, 0)
-                positions = [number for number, page in enumerate(state.log.pages) if page.page_id in erased]
-            self._write_document(state, directory / MEMORY_FILE, lambda document: change(document, positions))
-            vectors_path = directory / VECTORS_FILE
-            if vectors_path.exists():
-                vectors = read_bytes(vectors_path)
-                kept = _vectors_without(vectors, erased)
-                if kept != vectors:
-                    atomic_write(vectors_path, kept)
+            positions, aside = self._written_without(state, scope, directory, set(page_ids))
+            marked = list(page_ids) if aside else []
+            try:
+                self._write_document(state, directory / MEMORY_FILE, lambda d: _marked(change(d, positions), marked))
+            except BaseException:
+                for temp, _ in aside:
+                    temp.unlink(missing_ok=True)
+                raise
+            self._put_in_place(state, aside)
+            if marked:
+                self._write_document(state, directory / MEMORY_FILE, lambda d: _marked(d, []))
+
+    def _finish_erasing(self, state: _ScopeState, scope: Scope, document: MemoryDocument) -> MemoryDocument:
+        """Finish an erase a crash cut short after its document write (held: the document locks)."""
+        directory = self.scope_dir(scope)
+        with state.log_lock, self._holding(state.log_file_lock, scope):
+            _, aside = self._written_without(state, scope, directory, set(document.analysis.erasing))
+            self._put_in_place(state, aside)
+        log.warning("finished erasing %d exchanges of %s", len(document.analysis.erasing), scope.describe())
+        return self._write_document(state, directory / MEMORY_FILE, lambda d: _marked(d, []))
+
+    def _written_without(
+        self, state: _ScopeState, scope: Scope, directory: Path, erased: set[str]
+    ) -> tuple[list[int], list[tuple[Path, Path]]]:
+        """The positions of the `erased` pages in the log, and the log and vectors files without
+        them written aside, as (temp, target) pairs, for those that hold any (held: log locks)."""
+        path, vectors_path = directory / PAGES_FILE, directory / VECTORS_FILE
+        aside: list[tuple[Path, Path]] = []
+        positions: list[int] = []
+        with contextlib.suppress(FileNotFoundError):  # no log yet: facts only
+            with opened_for_reading(path) as fd:
+                self._catch_up(fd, path, state, scope)
+                assert state.log is not None
+                data = os.pread(fd, state.log.end, 0)
+            positions = [number for number, page in enumerate(state.log.pages) if page.page_id in erased]
             if positions:
-                lines = data.splitlines(keepends=True)
                 gone = set(positions)
-                atomic_write(path, b"".join(line for number, line in enumerate(lines) if number not in gone))
+                kept = b"".join(
+                    line for number, line in enumerate(data.splitlines(keepends=True)) if number not in gone
+                )
+                aside.append((written_aside(path, kept), path))
+        if vectors_path.exists():
+            kept_vectors = _vectors_without(read_bytes(vectors_path), lambda vector: vector.page_id in erased)
+            if kept_vectors is not None:
+                aside.append((written_aside(vectors_path, kept_vectors), vectors_path))
+        return positions, aside
+
+    def _put_in_place(self, state: _ScopeState, aside: list[tuple[Path, Path]]) -> None:
+        for temp, target in aside:
+            put_in_place(temp, target)
+            remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
+            if target.name == PAGES_FILE:
                 state.log = None  # read again: a new file, a new generation
-            for rewritten in (path, vectors_path):
-                remove_stale_temps(rewritten)  # what a crash cut short before: kept pages only, but a copy
+
+    def _pages_held(self, state: _ScopeState, scope: Scope, directory: Path) -> list[Page]:
+        """The pages in the log now (held: log locks)."""
+        path = directory / PAGES_FILE
+        try:
+            with opened_for_reading(path) as fd:
+                self._catch_up(fd, path, state, scope)
+        except FileNotFoundError:
+            return []
+        assert state.log is not None
+        return state.log.pages
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
@@ -385,7 +456,12 @@ class JsonStore:
         state = self._states.get(scope)
         path = self.scope_dir(scope) / MEMORY_FILE
         with _os_errors(f"read the memory of {scope.describe()}"), state.document_lock:
-            return self._current_document(state, path)
+            document = self._current_document(state, path)
+            if not document.analysis.erasing:
+                return document
+            with self._holding(state.document_file_lock, scope):
+                document = self._current_document(state, path)
+                return self._finish_erasing(state, scope, document) if document.analysis.erasing else document
 
     def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         return self.update_document(scope, lambda _current: document)
@@ -410,6 +486,8 @@ class JsonStore:
                 ensure_directory(directory)
             elif not directory.is_dir():
                 raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+            if self._current_document(state, path).analysis.erasing:  # before the generation is compared
+                self._finish_erasing(state, scope, self._current_document(state, path))
             if log_generation is not None and self.read_pages(scope).generation != log_generation:
                 raise MemoryGone(f"the memory of {scope.describe()} was erased and begun anew; nothing was written")
             return self._write_document(state, path, change)
@@ -553,15 +631,39 @@ def _os_errors(action: str) -> Iterator[None]:
         raise StorageError(f"could not {action}: {exc.strerror or exc}") from exc
 
 
-def _vectors_without(data: bytes, page_ids: set[str]) -> bytes:
-    """The complete vector records of `data` but those of `page_ids`."""
-    kept = []
+def _vectors_without(data: bytes, erased: Callable[[PageVector], bool]) -> bytes | None:
+    """The vectors file `data` without the records `erased` picks, under a new file id; None when
+    it holds none of them (nothing to rewrite)."""
+    kept, dropped = [], False
     for line in data[: data.rfind(b"\n") + 1].splitlines():
+        if line.startswith(_VECTORS_HEADER_START):
+            continue
         with contextlib.suppress(ValueError, KeyError, TypeError):  # a damaged line stays as it was
-            if vector_from_record(line).page_id in page_ids:
+            if erased(vector_from_record(line)):
+                dropped = True
                 continue
         kept.append(line + b"\n")
-    return b"".join(kept)
+    return _vectors_header() + b"".join(kept) if dropped else None
+
+
+def _vectors_header() -> bytes:
+    """The first record of a vectors file: a random id, so that a reader's mark into a file that
+    was rewritten since (even on a recycled inode) is never taken for a mark into this one."""
+    return _VECTORS_HEADER_START + b"%d}\n" % (secrets.randbits(40) | 1)
+
+
+def _vectors_file_id(first_record: bytes) -> int:
+    """The id in a vectors file's first record (0: a file from before ids, or empty)."""
+    if not first_record.startswith(_VECTORS_HEADER_START):
+        return 0
+    try:
+        return int(json.loads(first_record)["vectors_file"])
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def _marked(document: MemoryDocument, erasing: list[str]) -> MemoryDocument:
+    return document.model_copy(update={"analysis": document.analysis.model_copy(update={"erasing": erasing})})
 
 
 def _first_record(fd: int) -> bytes:

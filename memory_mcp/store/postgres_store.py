@@ -140,13 +140,21 @@ _QUERIES = {
         WHERE user_id = %(u)s AND agent_name = %(a)s
         RETURNING version
     """,
+    # The scope row is held FOR SHARE: an erase of pages (FOR UPDATE) cannot slip between the check
+    # that a vector's page is stored and the insert.
     "append_vectors": """
         INSERT INTO {schema}.page_vectors (user_id, agent_name, page_id, model, scale, components)
         SELECT s.user_id, s.agent_name, v.page_id, v.model, v.scale, v.components
-        FROM {schema}.scopes s
+        FROM (
+            SELECT user_id, agent_name FROM {schema}.scopes
+            WHERE user_id = %(u)s AND agent_name = %(a)s FOR SHARE  -- no scope row (erased): nothing stored
+        ) s
         CROSS JOIN unnest(%(ids)s::text[], %(models)s::text[], %(scales)s::float8[], %(components)s::bytea[])
             AS v (page_id, model, scale, components)
-        WHERE s.user_id = %(u)s AND s.agent_name = %(a)s  -- no scope row (erased): nothing stored
+        WHERE NOT %(of_pages)s OR EXISTS (
+            SELECT 1 FROM {schema}.pages p
+            WHERE p.user_id = s.user_id AND p.agent_name = s.agent_name AND p.page_id = v.page_id
+        )
     """,
     "read_vectors": """
         SELECT seq, page_id, model, scale, components FROM {schema}.page_vectors
@@ -180,9 +188,13 @@ _QUERIES = {
         UPDATE {schema}.scopes SET page_count = page_count - %(n)s, generation = DEFAULT
         WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
-    "erase_vectors": """
+    "erase_page_vectors": """
         DELETE FROM {schema}.page_vectors
         WHERE user_id = %(u)s AND agent_name = %(a)s AND page_id = ANY(%(ids)s::text[])
+    """,
+    "erase_model_vectors": """
+        DELETE FROM {schema}.page_vectors
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND model = %(model)s AND page_id = ANY(%(ids)s::text[])
     """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
@@ -436,13 +448,14 @@ class PostgresStore:
         user_id, agent = _key(scope)
         return conn.execute(self._sql["read_pages"], {"u": user_id, "a": agent, "after": after}).fetchall()
 
-    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector]) -> None:
+    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
         user_id, agent = _key(scope)
         if not vectors:
             return
         params = {
             "u": user_id,
             "a": agent,
+            "of_pages": of_pages,
             "ids": [vector.page_id for vector in vectors],
             "models": [vector.model for vector in vectors],
             "scales": [vector.scale for vector in vectors],
@@ -452,6 +465,14 @@ class PostgresStore:
         self._run(
             f"store page vectors for {scope.describe()}",
             lambda conn, _: conn.execute(self._sql["append_vectors"], params),
+        )
+
+    def erase_vectors(self, scope: Scope, model: str, ids: Sequence[str]) -> None:
+        user_id, agent = _key(scope)
+        params = {"u": user_id, "a": agent, "model": model, "ids": list(ids)}
+        self._run(
+            f"erase vectors of {scope.describe()}",
+            lambda conn, _: conn.execute(self._sql["erase_model_vectors"], params),
         )
 
     def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
@@ -497,7 +518,7 @@ class PostgresStore:
                     conn.execute(self._sql["lift_positions"], moved)
                     conn.execute(self._sql["close_positions"], moved)
                     conn.execute(self._sql["shorten_log"], {**names, "n": len(positions)})
-                conn.execute(self._sql["erase_vectors"], names)
+                conn.execute(self._sql["erase_page_vectors"], names)
             return version, stored
 
         with state.update_lock:
