@@ -10,6 +10,7 @@ the log loses them (`MemoryStore.erase_pages`, which keeps the two together thro
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -17,6 +18,7 @@ from memory_mcp.clock import format_timestamp, normalise_timestamp
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
 from memory_mcp.pending import thread_key
+from memory_mcp.sessions import session_of
 from memory_mcp.store import MemoryStore, Scope
 
 
@@ -35,7 +37,18 @@ def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment:
 
         def without(document: MemoryDocument, positions: list[int]) -> MemoryDocument:
             erased[:] = positions
-            return document.model_copy(update={"analysis": renumbered(document.analysis, positions)})
+            # A session's heat counts the exchanges added since it was last analysed for being hot:
+            # those erased leave that count too, or new ones would not count until they outnumbered them.
+            gone = Counter(session_of(pages[n]) for n in positions)
+            sessions = {
+                name: state.model_copy(update={"counted": max(0, state.counted - gone[name])})
+                if name in gone
+                else state
+                for name, state in document.sessions.items()
+            }
+            return document.model_copy(
+                update={"analysis": renumbered(document.analysis, positions), "sessions": sessions}
+            )
 
         store.erase_pages(scope, expired, without)
     except MemoryGone:

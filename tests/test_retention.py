@@ -30,6 +30,7 @@ from memory_mcp.models import (
     Page,
     RetrieveMemoryRequest,
     SearchFactsRequest,
+    SessionState,
     SetAsideBatch,
     StoredPage,
 )
@@ -177,3 +178,15 @@ def test_a_crash_between_the_document_write_and_the_log_rewrite_is_finished_by_t
     assert pending_ids(list(log), progress) == {"page_0003", "page_0004", "page_0005"}, "not renumbered twice"
     assert progress.hostBefore == 3 and progress.erasing == []
     assert retention.erase_expired(reopened, USER, 30, now(), extraction_on=True) == 0, "page 3 was never analysed"
+
+
+def test_a_session_counts_its_new_exchanges_again_once_its_old_ones_are_erased(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    store.append_pages(USER, [page(0, 90, thread="t"), page(1, 90, thread="t"), page(2, 1, thread="t")])
+    analysed = AnalysisProgress(allBefore=3)
+    store.write_document(USER, MemoryDocument(analysis=analysed, sessions={"thread:t": SessionState(counted=3)}))
+
+    assert retention.erase_expired(store, USER, 30, now(), extraction_on=True) == 2
+
+    state = store.read_document(USER).sessions["thread:t"]
+    assert state.counted == 1, "the heat of one more exchange in this thread counts at once"
