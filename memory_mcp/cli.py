@@ -47,6 +47,8 @@ from memory_mcp.wording import plural
 
 log = logging.getLogger("memory_mcp")
 
+DASHBOARD_PORT = 8766  # the HTTP server's default is 8765: both can run side by side
+
 
 def build_parser() -> argparse.ArgumentParser:
     shared = argparse.ArgumentParser(add_help=False)
@@ -117,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     embed = command("embed", embed_help)
     embed.add_argument("user", nargs="?", help="only this user (default: every user)")
     embed.add_argument("--agent", help="only this agent of the user")
+    dashboard = command("dashboard", "serve the web dashboard on this machine, to see, search and correct memory")
+    dashboard.add_argument(
+        "--port", type=int, default=DASHBOARD_PORT, help=f"port on 127.0.0.1 (default {DASHBOARD_PORT})"
+    )
+    dashboard.add_argument("--open", action="store_true", help="open it in the default browser")
     forget = command("forget", "erase everything stored for a user (or one agent)")
     forget.add_argument("user")
     forget.add_argument("--agent")
@@ -556,6 +563,22 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
+def _dashboard(service: MemoryService, args: argparse.Namespace) -> int:
+    """Serve the dashboard on the loopback interface until interrupted."""
+    import webbrowser
+
+    import uvicorn
+
+    from memory_mcp.dashboard import create_app
+
+    url = f"http://127.0.0.1:{args.port}/"
+    print(f"memory-mcp dashboard on {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    if args.open:
+        webbrowser.open(url)
+    uvicorn.run(create_app(service), host="127.0.0.1", port=args.port, log_level="warning")
+    return 0
+
+
 def _duration(seconds: float) -> str:
     """A rough span of time, as a person reads it: 40 s, 12 min, 3 h 10 min."""
     if seconds < 60:
@@ -661,6 +684,7 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "forget": _forget,
     "flush": _flush,
     "embed": _embed,
+    "dashboard": _dashboard,
 }
 # Commands that open no memory store through the service: the token file, or both backends at once.
 STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {

@@ -14,6 +14,7 @@ import re
 import threading
 import unicodedata
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 # Chinese, Japanese kana, Korean: scripts written without spaces between words.
@@ -93,7 +94,7 @@ def phrase_pairs(text: str) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for clause in _CLAUSE_BREAK.split(text):
         terms = index_terms(clause)
-        pairs.extend((a, b) for a, b in zip(terms, terms[1:]) if _spaced_word(a) and _spaced_word(b))
+        pairs.extend((a, b) for a, b in pairwise(terms) if _spaced_word(a) and _spaced_word(b))
     return pairs
 
 

@@ -65,6 +65,7 @@ LAYERS: dict[str, list[str]] = {
         "hooks",
         "host_setup",
         "console",
+        "dashboard",
         "cli",
         "launch",
         "__main__",

@@ -86,3 +86,16 @@ def test_uvx_runs_the_command_straight_from_the_sources(sources: Path, tmp_path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == f"memory-mcp {__version__}"
+
+
+def test_the_installed_dashboard_renders_its_pages_from_the_package(fresh_install: Path, tmp_path: Path) -> None:
+    script = (
+        "from jinja2 import Environment, PackageLoader\n"
+        "import importlib.resources as resources\n"
+        "env = Environment(loader=PackageLoader('memory_mcp.dashboard'))\n"
+        "print(sorted(env.list_templates()))\n"
+        "print((resources.files('memory_mcp.dashboard') / 'static' / 'dashboard.css').is_file())\n"
+    )
+    listed, has_css = _sh(fresh_install / "python", "-c", script, cwd=tmp_path).splitlines()
+    assert "users.html" in listed and "search.html" in listed
+    assert has_css == "True"

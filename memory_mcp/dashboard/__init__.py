@@ -1,0 +1,112 @@
+"""The dashboard: a web page over the service, to see, search and correct what is remembered.
+
+Server-rendered: Starlette (it comes with the MCP SDK) and Jinja2 templates, which escape all
+they print, so remembered text can never become markup. Every page is a plain HTML document that
+works without JavaScript; a little script adds what needs one. Every read and change goes through
+MemoryService, so the dashboard holds no rule of its own, and every asset comes from the package:
+it works offline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup, escape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from memory_mcp.errors import InvalidInput, NotFound
+from memory_mcp.models import ProfileRequest, RetrieveMemoryRequest, SearchFactsRequest
+from memory_mcp.service import MemoryService
+from memory_mcp.terms import index_terms
+
+HERE = Path(__file__).parent
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+RECENT_EXCHANGES = 20
+SEARCH_RESULTS = 20
+_WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
+
+
+def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The dashboard over `service`. `allowed_hosts` (default: loopback names only) are the Host
+    headers it answers: a page on another site cannot reach it by renaming itself (DNS rebinding)."""
+    templates = Jinja2Templates(directory=HERE / "templates")
+    templates.env.filters["marked"] = _marked  # {{ text | marked(terms) }}
+
+    def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, values, status_code=status)
+
+    async def users(request: Request) -> Response:
+        status = service.memory_status()
+        return page(request, "users.html", summary=status)
+
+    async def user(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        try:
+            if not service.is_stored(user_id):
+                raise NotFound(f"no memory is stored for {user_id}")
+            profile = service.get_user_profile(
+                ProfileRequest.build(user_id=user_id, include_knowledge=True, include_assistant_knowledge=True)
+            )
+            recent = service.latest_pages(user_id, None, RECENT_EXCHANGES)
+        except (InvalidInput, NotFound) as exc:
+            return page(request, "missing.html", status=404, message=str(exc))
+        return page(request, "user.html", user_id=user_id, profile=profile, recent=list(reversed(recent)))
+
+    async def search(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        query = request.query_params.get("q", "").strip()
+        try:
+            if not service.is_stored(user_id):
+                raise NotFound(f"no memory is stored for {user_id}")
+            exchanges = (
+                service.search_exchanges(
+                    RetrieveMemoryRequest.build(user_id=user_id, query=query, max_results=SEARCH_RESULTS)
+                )
+                if query
+                else []
+            )
+            facts = service.search_facts(SearchFactsRequest.build(user_id=user_id, query=query)).facts if query else []
+        except (InvalidInput, NotFound) as exc:
+            return page(request, "missing.html", status=404, message=str(exc))
+        return page(
+            request,
+            "search.html",
+            user_id=user_id,
+            query=query,
+            terms=set(index_terms(query)),
+            exchanges=exchanges,
+            facts=facts,
+        )
+
+    async def home(_request: Request) -> Response:
+        return RedirectResponse("users", status_code=303)
+
+    return Starlette(
+        routes=[
+            Route("/", home),
+            Route("/users", users),
+            Route("/users/{user_id}", user),
+            Route("/users/{user_id}/search", search),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)],
+    )
+
+
+def _marked(text: str, terms: Iterable[str]) -> Markup:
+    """`text`, escaped, with the words that match one of the query's index `terms` in <mark>."""
+    wanted = set(terms)
+    return Markup("").join(
+        Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
+        for part in _WORDS.split(text)
+    )

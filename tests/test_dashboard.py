@@ -1,0 +1,111 @@
+"""The dashboard over HTTP, as `memory-mcp dashboard` serves it: pages list, show and search what
+the service holds, print remembered text as text, and answer only to loopback names.
+
+Flows in a real browser are in tests/browser/."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from http_helpers import free_port
+from project import PROJECT_ROOT, PYTHON
+from stdio_helpers import server_env
+
+from memory_mcp.config import Settings
+from memory_mcp.models import AddFactRequest, AddMemoryRequest
+from memory_mcp.service import MemoryService
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dashboard(home: Path, tmp_path: Path) -> Iterator[str]:
+    """`memory-mcp dashboard` over a memory with two users; yields its base URL."""
+    service = MemoryService(Settings(data_storage_path=home))
+    service.add_memory(
+        AddMemoryRequest.build(
+            user_id="alice",
+            user_input="We had ice cream <script>alert(1)</script> by the sea",
+            agent_response="Lovely!",
+        )
+    )
+    service.add_fact(AddFactRequest.build(user_id="alice", content="Likes pistachio ice cream", pinned=True))
+    service.add_memory(
+        AddMemoryRequest.build(user_id="bob", user_input="My marathon is in May", agent_response="Good luck")
+    )
+    service.close()
+    port = free_port()
+    with (tmp_path / "dashboard.log").open("w") as log:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "memory_mcp", "dashboard", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=PROJECT_ROOT,
+            env={**server_env(), "MEMORY_MCP_HOME": str(home)},
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    urllib.request.urlopen(f"{base}/users", timeout=2).close()
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    assert process.poll() is None and time.monotonic() < deadline, (
+                        tmp_path / "dashboard.log"
+                    ).read_text()
+                    time.sleep(0.1)
+            yield base
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def fetch(url: str, host: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8")
+
+
+def test_the_users_page_lists_every_user_with_a_link_to_their_memory(dashboard: str) -> None:
+    status, html = fetch(f"{dashboard}/")  # redirected to the list
+    assert status == 200
+    assert f'<a href="{dashboard}/users/alice">alice</a>' in html
+    assert f'<a href="{dashboard}/users/bob">bob</a>' in html
+
+
+def test_a_user_page_shows_profile_facts_and_exchanges_with_remembered_text_as_text(dashboard: str) -> None:
+    status, html = fetch(f"{dashboard}/users/alice")
+    assert status == 200
+    assert "Likes pistachio ice cream" in html and "pinned" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html
+    assert "marathon" not in html, "another user's memory is not on this page"
+
+
+def test_search_ranks_and_marks_the_words_found(dashboard: str) -> None:
+    status, html = fetch(f"{dashboard}/users/alice/search?q=ice+cream")
+    assert status == 200
+    assert "<mark>ice</mark> <mark>cream</mark> &lt;script&gt;" in html
+    assert "Likes pistachio <mark>ice</mark> <mark>cream</mark>" in html
+
+
+def test_unknown_users_and_bad_ids_are_a_page_that_says_so(dashboard: str) -> None:
+    assert fetch(f"{dashboard}/users/nobody")[0] == 404
+    status, html = fetch(f"{dashboard}/users/..%2Fbob")
+    assert status == 404 and "marathon" not in html
+
+
+def test_a_request_naming_another_host_is_refused(dashboard: str) -> None:
+    """A web page elsewhere that renames itself to 127.0.0.1 (DNS rebinding) still sends its own name."""
+    assert fetch(f"{dashboard}/users", host="attacker.example")[0] == 400
+    assert fetch(f"{dashboard}/users", host="localhost")[0] == 200
