@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from project import PROJECT_ROOT, PYTHON
 from stdio_helpers import server_env
 
 from memory_mcp.config import Settings
-from memory_mcp.models import AddFactRequest, AddMemoryRequest
+from memory_mcp.models import AddFactRequest, AddMemoryRequest, SearchFactsRequest
 from memory_mcp.service import MemoryService
 
 pytestmark = pytest.mark.integration
@@ -109,3 +110,57 @@ def test_a_request_naming_another_host_is_refused(dashboard: str) -> None:
     """A web page elsewhere that renames itself to 127.0.0.1 (DNS rebinding) still sends its own name."""
     assert fetch(f"{dashboard}/users", host="attacker.example")[0] == 400
     assert fetch(f"{dashboard}/users", host="localhost")[0] == 200
+
+
+def post(url: str, fields: dict[str, str], origin: str | None) -> tuple[int, str, str]:
+    """A form sent as a browser sends it (from `origin`), not following the redirect."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    data = urllib.parse.urlencode(fields).encode()
+    request = urllib.request.Request(url, data=data, headers={"Origin": origin} if origin else {})
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=10) as response:
+            return response.status, response.headers.get("Location", ""), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Location", ""), error.read().decode()
+
+
+def fact_ids(service: MemoryService, include_superseded: bool = False) -> dict[str, str]:
+    request = SearchFactsRequest.build(user_id="alice", include_superseded=include_superseded, limit=50)
+    return {fact.content: fact.id for fact in service.search_facts(request).facts}
+
+
+def test_facts_are_added_edited_and_deleted_through_the_service(dashboard: str, home: Path) -> None:
+    facts = f"{dashboard}/users/alice/facts"
+    status, location, _ = post(
+        facts, {"content": "Runs on Sundays", "category": "behavior", "confidence": "0.8"}, dashboard
+    )
+    assert (status, location) == (303, f"{dashboard}/users/alice")
+    service = MemoryService(Settings(data_storage_path=home))
+    added = fact_ids(service)["Runs on Sundays"]
+
+    edit = {"content": "Runs on Saturdays", "category": "behavior", "confidence": "0.8", "pinned": "on"}
+    assert post(f"{facts}/{added}", edit, dashboard)[0] == 303
+    assert "Runs on Saturdays" in fact_ids(service) and "Runs on Sundays" not in fact_ids(service)
+    assert "Runs on Sundays" in fact_ids(service, include_superseded=True), "the old wording is kept as history"
+    page = fetch(f"{dashboard}/users/alice")[1]
+    assert "What no longer holds" in page and "Runs on Sundays" in page.split("What no longer holds")[1]
+
+    assert post(f"{facts}/{fact_ids(service)['Runs on Saturdays']}/delete", {}, dashboard)[0] == 303
+    assert "Runs on Saturdays" not in fact_ids(service, include_superseded=True)
+
+
+def test_a_bad_fact_changes_nothing_and_says_why(dashboard: str, home: Path) -> None:
+    status, _, page = post(f"{dashboard}/users/alice/facts", {"content": "Likes tea", "category": "mood"}, dashboard)
+    assert status == 400 and "Nothing was changed: category" in page
+    assert "Likes tea" not in fact_ids(MemoryService(Settings(data_storage_path=home)))
+
+
+def test_a_change_sent_from_another_site_is_refused(dashboard: str, home: Path) -> None:
+    fields = {"content": "Owns a boat", "category": "context"}
+    assert post(f"{dashboard}/users/alice/facts", fields, "https://attacker.example")[0] == 403
+    assert post(f"{dashboard}/users/alice/facts", fields, None)[0] == 403
+    assert "Owns a boat" not in fact_ids(MemoryService(Settings(data_storage_path=home)))

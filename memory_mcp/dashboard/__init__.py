@@ -10,9 +10,9 @@ it works offline.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
@@ -25,13 +25,23 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from memory_mcp.errors import InvalidInput, NotFound
-from memory_mcp.models import ProfileRequest, RetrieveMemoryRequest, SearchFactsRequest
+from memory_mcp.models import (
+    AddFactRequest,
+    DeleteFactRequest,
+    ProfileRequest,
+    RetrieveMemoryRequest,
+    SearchFactsRequest,
+    UpdateFactRequest,
+)
+from memory_mcp.models.stored import FactCategory
 from memory_mcp.service import MemoryService
 from memory_mcp.terms import index_terms
 
 HERE = Path(__file__).parent
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+FACT_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
 RECENT_EXCHANGES = 20
+MAX_FACTS_SHOWN = 500  # the most search_facts gives at once; memory.max_facts is at most 500 too
 SEARCH_RESULTS = 20
 _WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
 
@@ -50,7 +60,9 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
         return page(request, "users.html", summary=status)
 
     async def user(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
+        return await _user_page(request, request.path_params["user_id"])
+
+    async def _user_page(request: Request, user_id: str, status: int = 200, error: str | None = None) -> Response:
         try:
             if not service.is_stored(user_id):
                 raise NotFound(f"no memory is stored for {user_id}")
@@ -60,7 +72,19 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             recent = service.latest_pages(user_id, None, RECENT_EXCHANGES)
         except (InvalidInput, NotFound) as exc:
             return page(request, "missing.html", status=404, message=str(exc))
-        return page(request, "user.html", user_id=user_id, profile=profile, recent=list(reversed(recent)))
+        everything = SearchFactsRequest.build(user_id=user_id, include_superseded=True, limit=MAX_FACTS_SHOWN)
+        history = [fact for fact in service.search_facts(everything).facts if fact.validTo]
+        return page(
+            request,
+            "user.html",
+            status=status,
+            user_id=user_id,
+            profile=profile,
+            history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
+            categories=FACT_CATEGORIES,
+            recent=list(reversed(recent)),
+            error=error,
+        )
 
     async def search(request: Request) -> Response:
         user_id = request.path_params["user_id"]
@@ -88,6 +112,60 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             facts=facts,
         )
 
+    async def add_fact(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        form = await request.form()
+        return await _changing(
+            request,
+            user_id,
+            lambda: service.add_fact(
+                AddFactRequest.build(
+                    user_id=user_id,
+                    content=form.get("content", ""),
+                    category=form.get("category") or "context",
+                    confidence=form.get("confidence") or 0.9,
+                    pinned=form.get("pinned") == "on",
+                    expires_at=form.get("expires_at") or None,
+                )
+            ),
+        )
+
+    async def edit_fact(request: Request) -> Response:
+        user_id, fact_id = request.path_params["user_id"], request.path_params["fact_id"]
+        form = await request.form()
+        return await _changing(
+            request,
+            user_id,
+            lambda: service.update_fact(
+                UpdateFactRequest.build(
+                    user_id=user_id,
+                    fact_id=fact_id,
+                    content=form.get("content") or None,
+                    category=form.get("category") or None,
+                    confidence=form.get("confidence") or None,
+                    pinned=form.get("pinned") == "on",
+                    expires_at=form.get("expires_at") or "never",
+                )
+            ),
+        )
+
+    async def delete_fact(request: Request) -> Response:
+        user_id, fact_id = request.path_params["user_id"], request.path_params["fact_id"]
+        return await _changing(
+            request, user_id, lambda: service.delete_fact(DeleteFactRequest.build(user_id=user_id, fact_id=fact_id))
+        )
+
+    async def _changing(request: Request, user_id: str, change: Callable[[], object]) -> Response:
+        """Make a change through the service, then show the user's page again (303: a reload
+        does not repeat it); refused from another site, and on bad input with nothing changed."""
+        if not _same_origin(request):
+            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        try:
+            change()
+        except (InvalidInput, NotFound) as exc:
+            return await _user_page(request, user_id, status=400, error=str(exc))
+        return RedirectResponse(request.url_for("user", user_id=user_id), status_code=303)
+
     async def home(_request: Request) -> Response:
         return RedirectResponse("users", status_code=303)
 
@@ -97,6 +175,9 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             Route("/users", users),
             Route("/users/{user_id}", user),
             Route("/users/{user_id}/search", search),
+            Route("/users/{user_id}/facts", add_fact, methods=["POST"]),
+            Route("/users/{user_id}/facts/{fact_id}", edit_fact, methods=["POST"]),
+            Route("/users/{user_id}/facts/{fact_id}/delete", delete_fact, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)],
@@ -110,3 +191,12 @@ def _marked(text: str, terms: Iterable[str]) -> Markup:
         Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
         for part in _WORDS.split(text)
     )
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a state-changing request comes from a page of this dashboard: browsers name the
+    page a form was sent from (Origin), and a page elsewhere cannot pass for this one."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return request.headers.get("sec-fetch-site") == "same-origin"
+    return origin == f"{request.url.scheme}://{request.url.netloc}"
