@@ -5,6 +5,7 @@ Flows in a real browser are in tests/browser/."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import urllib.error
@@ -164,3 +165,25 @@ def test_a_change_sent_from_another_site_is_refused(dashboard: str, home: Path) 
     assert post(f"{dashboard}/users/alice/facts", fields, "https://attacker.example")[0] == 403
     assert post(f"{dashboard}/users/alice/facts", fields, None)[0] == 403
     assert "Owns a boat" not in fact_ids(MemoryService(Settings(data_storage_path=home)))
+
+
+def test_export_downloads_the_users_memory_as_the_export_document(dashboard: str) -> None:
+    with urllib.request.urlopen(f"{dashboard}/users/alice/export", timeout=10) as response:
+        assert response.headers["Content-Disposition"] == 'attachment; filename="memory-alice.json"'
+        exported = json.loads(response.read())
+    assert exported["format"] == "memory-mcp/export" and exported["user_id"] == "alice"
+    assert [page["agent_response"] for page in exported["pages"]] == ["Lovely!"]
+
+
+def test_forget_needs_the_user_id_typed_and_then_erases_it_from_the_list_and_the_disk(
+    dashboard: str, home: Path
+) -> None:
+    forget = f"{dashboard}/users/bob/forget"
+    status, _, page = post(forget, {"confirm": "bo"}, dashboard)
+    assert status == 400 and "confirm must equal the user_id" in page
+    assert (home / "users" / "bob").is_dir(), "nothing erased"
+
+    assert post(forget, {"confirm": "bob"}, dashboard)[:2] == (303, f"{dashboard}/users")
+    assert not (home / "users" / "bob").exists()
+    users_page = fetch(f"{dashboard}/users")[1]
+    assert ">bob</a>" not in users_page and ">alice</a>" in users_page

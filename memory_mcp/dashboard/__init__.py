@@ -28,6 +28,9 @@ from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
+    ExportRequest,
+    FlushRequest,
+    ForgetRequest,
     ProfileRequest,
     RetrieveMemoryRequest,
     SearchFactsRequest,
@@ -72,6 +75,7 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             recent = service.latest_pages(user_id, None, RECENT_EXCHANGES)
         except (InvalidInput, NotFound) as exc:
             return page(request, "missing.html", status=404, message=str(exc))
+        status_of = service.memory_status(only_user=user_id)
         everything = SearchFactsRequest.build(user_id=user_id, include_superseded=True, limit=MAX_FACTS_SHOWN)
         history = [fact for fact in service.search_facts(everything).facts if fact.validTo]
         return page(
@@ -83,6 +87,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
             categories=FACT_CATEGORIES,
             recent=list(reversed(recent)),
+            memory=status_of,
+            summary=status_of.users[0] if status_of.users else None,
             error=error,
         )
 
@@ -166,6 +172,37 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             return await _user_page(request, user_id, status=400, error=str(exc))
         return RedirectResponse(request.url_for("user", user_id=user_id), status_code=303)
 
+    async def export(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        try:
+            exported = service.export_memory(ExportRequest.build(user_id=user_id))
+        except (InvalidInput, NotFound) as exc:
+            return page(request, "missing.html", status=404, message=str(exc))
+        return Response(
+            exported.model_dump_json(indent=2),
+            media_type="application/json",
+            headers={"Content-Disposition": f'attachment; filename="memory-{user_id}.json"'},
+        )
+
+    async def forget(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        if not _same_origin(request):
+            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        form = await request.form()
+        try:
+            service.forget(ForgetRequest.build(user_id=user_id, confirm=str(form.get("confirm", ""))))
+        except (InvalidInput, NotFound) as exc:
+            return await _user_page(request, user_id, status=400, error=str(exc))
+        return RedirectResponse(request.url_for("users"), status_code=303)
+
+    async def flush(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        form = await request.form()
+        retry = form.get("retry_failed") == "yes"
+        return await _changing(
+            request, user_id, lambda: service.flush_memory(FlushRequest.build(user_id=user_id, retry_failed=retry))
+        )
+
     async def home(_request: Request) -> Response:
         return RedirectResponse("users", status_code=303)
 
@@ -178,6 +215,9 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             Route("/users/{user_id}/facts", add_fact, methods=["POST"]),
             Route("/users/{user_id}/facts/{fact_id}", edit_fact, methods=["POST"]),
             Route("/users/{user_id}/facts/{fact_id}/delete", delete_fact, methods=["POST"]),
+            Route("/users/{user_id}/export", export),
+            Route("/users/{user_id}/forget", forget, methods=["POST"]),
+            Route("/users/{user_id}/flush", flush, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)],
