@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""How long the dashboard's pages take, at a given number of exchanges and facts.
+
+One user's memory is filled with generated exchanges (bench_store.py's word distribution) and
+facts, `memory-mcp dashboard` is started on it, and each page is fetched over HTTP from this
+process: once right after the start (the search builds the user's index then) and then
+--repeat times, of which the median and 95th percentile are printed. What is timed includes the
+HTTP round trip on the loopback interface, so it bounds the server's time from above.
+
+Usage: .venv/bin/python bench/bench_dashboard.py [--size 10000] [--facts 100] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+
+from bench_store import TextGenerator, page_stream
+
+from memory_mcp.config import Settings
+from memory_mcp.ids import new_id
+from memory_mcp.models import AddFactRequest, Page
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+
+PORT = 18799
+
+
+def seed(data: Path, size: int, facts: int) -> str:
+    """`size` exchanges and `facts` facts for user "bench"; return a query drawn from them."""
+    service = MemoryService(Settings(data_storage_path=data))
+    generator = TextGenerator(7)
+    pages = [
+        Page(
+            page_id=new_id("page"),
+            user_input=said,
+            agent_response=answered,
+            timestamp="2025-01-01T00:00:00Z",
+            thread_id=thread,
+        )
+        for said, answered, thread in itertools.islice(page_stream(generator, 7), size)
+    ]
+    for start in range(0, size, 1000):
+        service.store.append_pages(Scope("bench"), pages[start : start + 1000])
+    for number in range(facts):
+        service.add_fact(
+            AddFactRequest.build(user_id="bench", content=f"Fact number {number}: {pages[number].user_input[:80]}")
+        )
+    service.close()
+    return " ".join(pages[size // 2].user_input.split()[:3])
+
+
+def timed(url: str) -> float:
+    began = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as response:
+        response.read()
+    return (time.perf_counter() - began) * 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--facts", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as folder:
+        query = seed(Path(folder), args.size, args.facts)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "memory_mcp", "dashboard", "--port", str(PORT)],
+            env={**os.environ, "MEMORY_MCP_HOME": folder},
+            cwd=PROJECT_ROOT,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{PORT}"
+        try:
+            while True:
+                try:
+                    timed(f"{base}/static/dashboard.css")
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    time.sleep(0.1)
+            pages = {
+                "users": f"{base}/users",
+                "user": f"{base}/users/bench",
+                "search": f"{base}/users/bench/search?q={urllib.request.quote(query)}",
+            }
+            print(f"{args.size} exchanges, {args.facts} facts; ms per page over HTTP on 127.0.0.1")
+            print(f"{'page':<8} {'first':>8} {'p50':>8} {'p95':>8}")
+            for name, url in pages.items():
+                first = timed(url)
+                times = sorted(timed(url) for _ in range(args.repeat))
+                print(
+                    f"{name:<8} {first:8.1f} {statistics.median(times):8.1f} {times[int(0.95 * len(times)) - 1]:8.1f}"
+                )
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
