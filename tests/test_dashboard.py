@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from project import PROJECT_ROOT, PYTHON
 from stdio_helpers import server_env
 
 from memory_mcp.config import Settings
+from memory_mcp.dashboard.charts import weekly
 from memory_mcp.models import AddFactRequest, AddMemoryRequest, SearchFactsRequest
 from memory_mcp.service import MemoryService
 
@@ -187,3 +189,17 @@ def test_forget_needs_the_user_id_typed_and_then_erases_it_from_the_list_and_the
     assert not (home / "users" / "bob").exists()
     users_page = fetch(f"{dashboard}/users")[1]
     assert ">bob</a>" not in users_page and ">alice</a>" in users_page
+
+
+def test_weeks_count_what_falls_in_them_and_leave_out_what_is_no_time() -> None:
+    stamps = ["2026-11-23T10:00:00Z", "2026-11-29T23:59:59Z", "2026-11-16T00:00:00Z", "2026-06-01T00:00:00Z", "never"]
+    chart = weekly({"exchanges": stamps}, until=date(2026, 11, 25), weeks=3)
+    assert chart.weeks == [date(2026, 11, 9), date(2026, 11, 16), date(2026, 11, 23)]
+    assert chart.series["exchanges"] == [0, 1, 2], "Monday to Sunday; older weeks and non-times left out"
+    assert chart.peak == 2
+
+
+def test_a_user_page_draws_exchanges_and_facts_per_week(dashboard: str) -> None:
+    html = fetch(f"{dashboard}/users/alice")[1]
+    assert 'aria-label="exchanges per week' in html and "1 in all" in html
+    assert 'aria-label="facts added per week' in html

@@ -24,6 +24,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from memory_mcp.clock import now
+from memory_mcp.dashboard.charts import weekly
 from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.models import (
     AddFactRequest,
@@ -76,6 +78,7 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
         except (InvalidInput, NotFound) as exc:
             return page(request, "missing.html", status=404, message=str(exc))
         status_of = service.memory_status(only_user=user_id)
+        everything_stored = service.latest_pages(user_id, None, 10**9)
         everything = SearchFactsRequest.build(user_id=user_id, include_superseded=True, limit=MAX_FACTS_SHOWN)
         history = [fact for fact in service.search_facts(everything).facts if fact.validTo]
         return page(
@@ -85,6 +88,14 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             user_id=user_id,
             profile=profile,
             history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
+            over_time=weekly(
+                {
+                    "exchanges": (page.timestamp for page in everything_stored),
+                    "facts added": (fact.createdAt for fact in [*(profile.facts or []), *history]),
+                    "facts superseded": (fact.validTo or "" for fact in history),
+                },
+                now().date(),
+            ),
             categories=FACT_CATEGORIES,
             recent=list(reversed(recent)),
             memory=status_of,
