@@ -203,3 +203,26 @@ def test_a_user_page_draws_exchanges_and_facts_per_week(dashboard: str) -> None:
     html = fetch(f"{dashboard}/users/alice")[1]
     assert 'aria-label="exchanges per week' in html and "1 in all" in html
     assert 'aria-label="facts added per week' in html
+
+
+def test_exchanges_are_browsed_by_day_and_thread_and_opened_with_their_metadata(dashboard: str, home: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=home))
+    added = service.add_memory(
+        AddMemoryRequest.build(
+            user_id="alice",
+            user_input="Booked the train to Porto",
+            agent_response="Noted",
+            thread_id="trip",
+            timestamp="2025-03-02T09:00:00Z",
+            meta_data={"source": "chat <b>"},
+        )
+    )
+    service.close()
+
+    by_thread = fetch(f"{dashboard}/users/alice/exchanges?thread=trip")[1]
+    assert "Booked the train to Porto" in by_thread and "ice cream" not in by_thread
+    by_day = fetch(f"{dashboard}/users/alice/exchanges?day=2025-03-02")[1]
+    assert "Booked the train to Porto" in by_day and "1 exchange, newest first" in by_day
+    status, detail = fetch(f"{dashboard}/users/alice/exchanges/{added.page_id}")
+    assert status == 200 and added.page_id in detail and "chat \\u003cb\\u003e" in detail
+    assert fetch(f"{dashboard}/users/bob/exchanges/{added.page_id}")[0] == 404, "only within its own user"

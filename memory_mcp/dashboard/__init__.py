@@ -46,6 +46,7 @@ HERE = Path(__file__).parent
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
 FACT_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
 RECENT_EXCHANGES = 20
+BROWSED_EXCHANGES = 200  # per page of a browse by thread or day
 MAX_FACTS_SHOWN = 500  # the most search_facts gives at once; memory.max_facts is at most 500 too
 SEARCH_RESULTS = 20
 _WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
@@ -128,6 +129,40 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             exchanges=exchanges,
             facts=facts,
         )
+
+    async def exchanges(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        thread, day = request.query_params.get("thread"), request.query_params.get("day")
+        try:
+            if not service.is_stored(user_id):
+                raise NotFound(f"no memory is stored for {user_id}")
+            stored = service.latest_pages(user_id, None, 10**9)
+        except (InvalidInput, NotFound) as exc:
+            return page(request, "missing.html", status=404, message=str(exc))
+        chosen = [
+            exchange
+            for exchange in reversed(stored)
+            if (thread is None or exchange.thread_id == thread) and (day is None or exchange.timestamp.startswith(day))
+        ]
+        return page(
+            request,
+            "exchanges.html",
+            user_id=user_id,
+            thread=thread,
+            day=day,
+            exchanges=chosen[:BROWSED_EXCHANGES],
+            total=len(chosen),
+        )
+
+    async def exchange(request: Request) -> Response:
+        user_id, page_id = request.path_params["user_id"], request.path_params["page_id"]
+        try:
+            found = [p for p in service.latest_pages(user_id, None, 10**9) if p.page_id == page_id]
+        except InvalidInput as exc:
+            return page(request, "missing.html", status=404, message=str(exc))
+        if not found:
+            return page(request, "missing.html", status=404, message=f"{user_id} has no exchange {page_id}")
+        return page(request, "exchange_page.html", user_id=user_id, exchange=found[0])
 
     async def add_fact(request: Request) -> Response:
         user_id = request.path_params["user_id"]
@@ -223,6 +258,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             Route("/users", users),
             Route("/users/{user_id}", user),
             Route("/users/{user_id}/search", search),
+            Route("/users/{user_id}/exchanges", exchanges),
+            Route("/users/{user_id}/exchanges/{page_id}", exchange),
             Route("/users/{user_id}/facts", add_fact, methods=["POST"]),
             Route("/users/{user_id}/facts/{fact_id}", edit_fact, methods=["POST"]),
             Route("/users/{user_id}/facts/{fact_id}/delete", delete_fact, methods=["POST"]),
