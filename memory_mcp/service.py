@@ -340,6 +340,34 @@ class MemoryService:
     def import_memory(self, request: ImportRequest) -> ImportResult:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
+        document, scope, parts = self._import_parts(request)
+        replace = request.mode == "replace"
+        if replace:
+            self._erase(scope)  # a user's scope takes their agents with it
+        counts = MergeCounts()
+        for part_scope, memory, pages in parts:
+            counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
+            self._embed_soon(part_scope)
+        return documents.import_result(
+            document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
+        )
+
+    def preview_import(self, request: ImportRequest) -> ImportResult:
+        """What import_memory would do with this request, checked the same way; writes nothing."""
+        document, scope, parts = self._import_parts(request)
+        replace = request.mode == "replace"
+        counts = MergeCounts()
+        for part_scope, memory, pages in parts:
+            counts.add(documents.planned_import(self.store, part_scope, memory, pages, replace))
+        return documents.import_result(
+            document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts, done=False
+        )
+
+    def _import_parts(
+        self, request: ImportRequest
+    ) -> tuple[ExportDocument, Scope, list[tuple[Scope, MemoryDocument, list[Page]]]]:
+        """The import's document, its scope, and each scope's memory and admitted pages; InvalidInput
+        for anything that could not be written."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
         scope = Scope(document.user_id, document.agent_name)
         parts = [(scope, document.memory, self._admitted(document.pages))]
@@ -351,16 +379,7 @@ class MemoryService:
             document.model_dump_json()  # what cannot be written must fail now, before anything is erased
         except ValueError as exc:
             raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
-        replace = request.mode == "replace"
-        if replace:
-            self._erase(scope)  # a user's scope takes their agents with it
-        counts = MergeCounts()
-        for part_scope, memory, pages in parts:
-            counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
-            self._embed_soon(part_scope)
-        return documents.import_result(
-            document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
-        )
+        return document, scope, parts
 
     def _admitted(self, pages: list[Page]) -> list[Page]:
         """Imported exchanges pass the rules add_memory applies (sizes, meta_data, thread ids,

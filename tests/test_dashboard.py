@@ -5,6 +5,7 @@ Flows in a real browser are in tests/browser/."""
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import time
@@ -226,3 +227,51 @@ def test_exchanges_are_browsed_by_day_and_thread_and_opened_with_their_metadata(
     status, detail = fetch(f"{dashboard}/users/alice/exchanges/{added.page_id}")
     assert status == 200 and added.page_id in detail and "chat \\u003cb\\u003e" in detail
     assert fetch(f"{dashboard}/users/bob/exchanges/{added.page_id}")[0] == 404, "only within its own user"
+
+
+def upload(url: str, document: bytes, mode: str, origin: str) -> tuple[int, str]:
+    """The import form as a browser sends it: multipart, with the file and the mode."""
+    boundary = "memory-mcp-test-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="mode"\r\n\r\n{mode}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="export.json"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+        ).encode()
+        + document
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Origin": origin}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers), timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_an_import_is_previewed_with_what_it_would_change_and_written_only_when_confirmed(
+    dashboard: str, home: Path
+) -> None:
+    exported = urllib.request.urlopen(f"{dashboard}/users/alice/export", timeout=10).read()
+    status, preview = upload(f"{dashboard}/users/bob/import", exported, "merge", dashboard)
+    assert status == 200
+    assert "Would import 1 exchange and 1 fact (merge)" in preview
+    assert "pistachio" not in fetch(f"{dashboard}/users/bob")[1], "a preview writes nothing"
+
+    document = preview.split('name="document" hidden aria-hidden="true">')[1].split("</textarea>")[0]
+    applied = post(
+        f"{dashboard}/users/bob/import/apply", {"mode": "merge", "document": html.unescape(document)}, dashboard
+    )
+    assert applied[:2] == (303, f"{dashboard}/users/bob")
+    bob = fetch(f"{dashboard}/users/bob")[1]
+    assert "Likes pistachio ice cream" in bob and "marathon" in bob
+
+
+def test_a_bad_import_shows_its_errors_and_writes_nothing(dashboard: str) -> None:
+    status, page = upload(
+        f"{dashboard}/users/bob/import", b'{"format": "memory-mcp/export", "pages": [{}]}', "merge", dashboard
+    )
+    assert status == 400 and "Nothing was imported" in page
+    status, page = upload(f"{dashboard}/users/bob/import", b"not json", "merge", dashboard)
+    assert status == 400 and "the file is not JSON" in page
+    assert "marathon" in fetch(f"{dashboard}/users/bob")[1]

@@ -9,6 +9,7 @@ it works offline.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,6 +34,7 @@ from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
     ForgetRequest,
+    ImportRequest,
     ProfileRequest,
     RetrieveMemoryRequest,
     SearchFactsRequest,
@@ -241,6 +243,32 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             return await _user_page(request, user_id, status=400, error=str(exc))
         return RedirectResponse(request.url_for("users"), status_code=303)
 
+    async def import_preview(request: Request) -> Response:
+        """An uploaded document checked and counted against this user's memory; nothing written."""
+        user_id = request.path_params["user_id"]
+        if not _same_origin(request):
+            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        form = await request.form()
+        upload, mode = form.get("file"), str(form.get("mode", "merge"))
+        text = (await upload.read()).decode("utf-8", errors="replace") if hasattr(upload, "read") else ""
+        try:
+            preview = service.preview_import(_import_request(text, mode, user_id))
+        except InvalidInput as exc:
+            return page(request, "import.html", status=400, user_id=user_id, error=str(exc), mode=mode)
+        return page(request, "import.html", user_id=user_id, preview=preview, document=text, mode=mode)
+
+    async def import_apply(request: Request) -> Response:
+        user_id = request.path_params["user_id"]
+        if not _same_origin(request):
+            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        form = await request.form()
+        mode = str(form.get("mode", "merge"))
+        try:
+            service.import_memory(_import_request(str(form.get("document", "")), mode, user_id))
+        except InvalidInput as exc:
+            return page(request, "import.html", status=400, user_id=user_id, error=str(exc), mode=mode)
+        return RedirectResponse(request.url_for("user", user_id=user_id), status_code=303)
+
     async def flush(request: Request) -> Response:
         user_id = request.path_params["user_id"]
         form = await request.form()
@@ -266,6 +294,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             Route("/users/{user_id}/export", export),
             Route("/users/{user_id}/forget", forget, methods=["POST"]),
             Route("/users/{user_id}/flush", flush, methods=["POST"]),
+            Route("/users/{user_id}/import", import_preview, methods=["POST"]),
+            Route("/users/{user_id}/import/apply", import_apply, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)],
@@ -288,3 +318,14 @@ def _same_origin(request: Request) -> bool:
     if origin is None:
         return request.headers.get("sec-fetch-site") == "same-origin"
     return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _import_request(text: str, mode: str, user_id: str) -> ImportRequest:
+    """The import of an uploaded document into `user_id`; InvalidInput when it is no JSON object."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"the file is not JSON ({exc}); nothing was imported") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("the file holds no JSON object; nothing was imported")
+    return ImportRequest.build(data=data, mode=mode, user_id=user_id)

@@ -184,7 +184,19 @@ def import_scope(
     return counts
 
 
-def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> ImportResult:
+def planned_import(
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
+) -> MergeCounts:
+    """What `import_scope` would add and skip, writing nothing."""
+    if replace:
+        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
+    _, counts = merge_pages(store.read_pages(scope).pages, pages)
+    _, facts = merge_documents(store.read_document(scope), memory)
+    counts.facts_added, counts.facts_skipped = facts.facts_added, facts.facts_skipped
+    return counts
+
+
+def import_result(document: ExportDocument, mode: str, counts: MergeCounts, done: bool = True) -> ImportResult:
     return ImportResult(
         user_id=document.user_id,
         agent_name=document.agent_name,
@@ -194,5 +206,6 @@ def import_result(document: ExportDocument, mode: str, counts: MergeCounts) -> I
         facts_added=counts.facts_added,
         facts_skipped=counts.facts_skipped,
         agents=sorted(document.agents),
-        message=f"Imported {plural(counts.pages_added, 'exchange')} and {plural(counts.facts_added, 'fact')} ({mode}).",
+        message=f"{'Imported' if done else 'Would import'} {plural(counts.pages_added, 'exchange')} and "
+        f"{plural(counts.facts_added, 'fact')} ({mode}).",
     )
