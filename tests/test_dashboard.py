@@ -95,6 +95,8 @@ def test_a_user_page_shows_profile_facts_and_exchanges_with_remembered_text_as_t
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>alert(1)" not in html
     assert "marathon" not in html, "another user's memory is not on this page"
+    assert "<dt>Work context</dt>" in html, "sections by name, as words"
+    assert "No LLM endpoint is configured" in html and "Run now" not in html, "extraction is off here"
 
 
 def test_search_ranks_and_marks_the_words_found(dashboard: str) -> None:

@@ -51,7 +51,8 @@ RECENT_EXCHANGES = 20
 BROWSED_EXCHANGES = 200  # per page of a browse by thread or day
 MAX_FACTS_SHOWN = 500  # the most search_facts gives at once; memory.max_facts is at most 500 too
 SEARCH_RESULTS = 20
-_WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
+_WORDS = re.compile(r"(\w+)")
+_CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # split keeping the words, so each can be marked or not
 
 
 def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -> Starlette:
@@ -59,6 +60,7 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
     headers it answers: a page on another site cannot reach it by renaming itself (DNS rebinding)."""
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.filters["marked"] = _marked  # {{ text | marked(terms) }}
+    templates.env.filters["spelled"] = _spelled  # {{ "workContext" | spelled }}: Work context
 
     def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, values, status_code=status)
@@ -309,6 +311,12 @@ def _marked(text: str, terms: Iterable[str]) -> Markup:
         Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
         for part in _WORDS.split(text)
     )
+
+
+def _spelled(name: str) -> str:
+    """A section's stored name as words: workContext -> Work context."""
+    words = _CAMEL_HUMPS.sub(" ", name).lower()
+    return words[:1].upper() + words[1:]
 
 
 def _same_origin(request: Request) -> bool:
