@@ -21,6 +21,7 @@ from http_helpers import free_port
 from project import PROJECT_ROOT, PYTHON
 from stdio_helpers import server_env
 
+from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.dashboard.charts import weekly
 from memory_mcp.models import AddFactRequest, AddMemoryRequest, SearchFactsRequest
@@ -86,6 +87,7 @@ def test_the_users_page_lists_every_user_with_a_link_to_their_memory(dashboard: 
     assert status == 200
     assert f'<a href="{dashboard}/users/alice">alice</a>' in html
     assert f'<a href="{dashboard}/users/bob">bob</a>' in html
+X
 
 
 def test_a_user_page_shows_profile_facts_and_exchanges_with_remembered_text_as_text(dashboard: str) -> None:

@@ -67,7 +67,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
 
     async def users(request: Request) -> Response:
         status = service.memory_status()
-        return page(request, "users.html", summary=status)
+        last = {user.user_id: _last_activity(service, user.user_id) for user in status.users if not user.problem}
+        return page(request, "users.html", summary=status, last_activity=last)
 
     async def user(request: Request) -> Response:
         return await _user_page(request, request.path_params["user_id"])
@@ -311,6 +312,12 @@ def _marked(text: str, terms: Iterable[str]) -> Markup:
         Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
         for part in _WORDS.split(text)
     )
+
+
+def _last_activity(service: MemoryService, user_id: str) -> str:
+    """When the user's newest exchange was added ("" with none)."""
+    latest = service.latest_pages(user_id, None, 1)
+    return latest[0].timestamp if latest else ""
 
 
 def _spelled(name: str) -> str:
