@@ -5,7 +5,9 @@
   Without Playwright or Chromium the tests skip, or fail with the reason when
   MEMORY_MCP_REQUIRE_BROWSER=1 (as CI sets it).
 - `dashboard`: `memory-mcp dashboard` as a subprocess on a free loopback port, over a data directory
-  seeded with two users (alice and bob); yields a `Dashboard` (base URL, what was seeded).
+  seeded with two users (alice and bob); yields a `Dashboard` (base URL, what was seeded). One server
+  per module, for flows that only read; `fresh_dashboard` is the same with its own server and data
+  directory per test, for flows that change what is stored.
 - `page`: a fresh browser context and page; every console error, uncaught page error and dialog is
   recorded and fails the test that caused it (one exception: Chromium's own /favicon.ico 404).
 - `screenshot(page, name)` (a fixture): a full-page PNG in artifacts/screenshots/ under the project root.
@@ -21,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,10 +125,9 @@ def seed(data_dir: Path) -> None:
         service.close()
 
 
-@pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    """The dashboard over the seeded memory, one server per test module (the flows only read)."""
-    root = tmp_path_factory.mktemp("dashboard")
+@contextmanager
+def serve_dashboard(root: Path) -> Iterator[Dashboard]:
+    """`memory-mcp dashboard` over a freshly seeded data directory under `root`, until the block ends."""
     data_dir = root / "data"
     seed(data_dir)
     log_path = root / "dashboard.log"
@@ -150,6 +152,20 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """The dashboard over the seeded memory, one server per test module (the flows only read)."""
+    with serve_dashboard(tmp_path_factory.mktemp("dashboard")) as served:
+        yield served
+
+
+@pytest.fixture
+def fresh_dashboard(tmp_path: Path) -> Iterator[Dashboard]:
+    """The dashboard over its own freshly seeded memory, one server per test: for flows that change it."""
+    with serve_dashboard(tmp_path) as served:
+        yield served
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 30) -> None:
