@@ -57,8 +57,10 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module. Playwright's sync API keeps an event loop running in this thread while
+    it is open: kept for the whole session, every later test that runs a loop of its own would fail."""
     reason = _missing()
     if reason is not None:
         message = f"browser tests cannot run: {reason}; {INSTALL_HINT}"
