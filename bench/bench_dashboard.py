@@ -13,7 +13,6 @@ Usage: .venv/bin/python bench/bench_dashboard.py [--size 10000] [--facts 100] [-
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import statistics
 import subprocess
@@ -28,11 +27,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 
-from bench_store import TextGenerator, page_stream
+from bench_store import generated_pages
 
 from memory_mcp.config import Settings
-from memory_mcp.ids import new_id
-from memory_mcp.models import AddFactRequest, Page
+from memory_mcp.models import AddFactRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
@@ -42,17 +40,7 @@ PORT = 18799
 def seed(data: Path, size: int, facts: int) -> str:
     """`size` exchanges and `facts` facts for user "bench"; return a query drawn from them."""
     service = MemoryService(Settings(data_storage_path=data))
-    generator = TextGenerator(7)
-    pages = [
-        Page(
-            page_id=new_id("page"),
-            user_input=said,
-            agent_response=answered,
-            timestamp="2025-01-01T00:00:00Z",
-            thread_id=thread,
-        )
-        for said, answered, thread in itertools.islice(page_stream(generator, 7), size)
-    ]
+    pages = generated_pages(size)
     for start in range(0, size, 1000):
         service.store.append_pages(Scope("bench"), pages[start : start + 1000])
     for number in range(facts):

@@ -68,6 +68,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
@@ -214,6 +215,24 @@ def page_stream(generator: TextGenerator, seed: int):
             thread, left = thread + 1, rng.randint(3, 15)
         left -= 1
         yield generator.utterance(rng), generator.utterance(rng), f"conv-{thread:06d}"
+
+
+def generated_pages(size: int, seed: int = 7) -> list[Any]:
+    """`size` pages of page_stream's exchanges, one timestamp for all, deterministic for a seed."""
+    from memory_mcp.ids import new_id  # here: this module times what importing the product loads
+    from memory_mcp.models import Page
+
+    stream = page_stream(TextGenerator(seed), seed)
+    return [
+        Page(
+            page_id=new_id("page"),
+            user_input=said,
+            agent_response=answered,
+            timestamp="2025-01-01T00:00:00Z",
+            thread_id=thread,
+        )
+        for said, answered, thread in itertools.islice(stream, size)
+    ]
 
 
 # --- measurement helpers ------------------------------------------------------------------

@@ -29,12 +29,11 @@ sys.path.insert(0, str(PROJECT_ROOT))
 sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 
 import numpy as np
-from bench_store import TextGenerator, page_stream
+from bench_store import generated_pages
 
 from memory_mcp.config import EmbeddingSettings, Settings
 from memory_mcp.embeddings import PARTS, LocalEmbedder, quantised, stored_model
-from memory_mcp.ids import new_id
-from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
+from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
@@ -44,17 +43,7 @@ DIMENSIONS = 384  # multilingual-e5-small
 def seed(data: Path, size: int, model: str) -> list[str]:
     """`size` exchanges with a vector each; return some queries drawn from the same words."""
     service = MemoryService(Settings(data_storage_path=data))
-    generator = TextGenerator(7)
-    pages = [
-        Page(
-            page_id=new_id("page"),
-            user_input=said,
-            agent_response=answered,
-            timestamp="2025-01-01T00:00:00Z",
-            thread_id=thread,
-        )
-        for said, answered, thread in itertools.islice(page_stream(generator, 7), size)
-    ]
+    pages = generated_pages(size)
     scope = Scope("default")
     for start in range(0, size, 1000):
         service.store.append_pages(scope, pages[start : start + 1000])
