@@ -51,8 +51,8 @@ RECENT_EXCHANGES = 20
 BROWSED_EXCHANGES = 200  # per page of a browse by thread or day
 MAX_FACTS_SHOWN = 500  # the most search_facts gives at once; memory.max_facts is at most 500 too
 SEARCH_RESULTS = 20
-_WORDS = re.compile(r"(\w+)")
-_CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # split keeping the words, so each can be marked or not
+_WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
+_CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # where workContext becomes two words
 
 
 def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -> Starlette:
@@ -61,6 +61,16 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.filters["marked"] = _marked  # {{ text | marked(terms) }}
     templates.env.filters["spelled"] = _spelled  # {{ "workContext" | spelled }}: Work context
+
+    def require_stored(user_id: str) -> None:
+        if not service.is_stored(user_id):
+            raise NotFound(f"no memory is stored for {user_id}")
+
+    def cross_site(request: Request) -> Response | None:
+        """The refusal of a change not sent from the dashboard's own pages (None: it was)."""
+        if _same_origin(request):
+            return None
+        return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
 
     def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, values, status_code=status)
@@ -75,16 +85,14 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
 
     async def _user_page(request: Request, user_id: str, status: int = 200, error: str | None = None) -> Response:
         try:
-            if not service.is_stored(user_id):
-                raise NotFound(f"no memory is stored for {user_id}")
+            require_stored(user_id)
             profile = service.get_user_profile(
                 ProfileRequest.build(user_id=user_id, include_knowledge=True, include_assistant_knowledge=True)
             )
-            recent = service.latest_pages(user_id, None, RECENT_EXCHANGES)
+            stored = service.latest_pages(user_id, None, 10**9)
         except (InvalidInput, NotFound) as exc:
             return page(request, "missing.html", status=404, message=str(exc))
         status_of = service.memory_status(only_user=user_id)
-        everything_stored = service.latest_pages(user_id, None, 10**9)
         everything = SearchFactsRequest.build(user_id=user_id, include_superseded=True, limit=MAX_FACTS_SHOWN)
         history = [fact for fact in service.search_facts(everything).facts if fact.validTo]
         return page(
@@ -96,14 +104,14 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
             over_time=weekly(
                 {
-                    "exchanges": (page.timestamp for page in everything_stored),
+                    "exchanges": (page.timestamp for page in stored),
                     "facts added": (fact.createdAt for fact in [*(profile.facts or []), *history]),
                     "facts superseded": (fact.validTo or "" for fact in history),
                 },
                 now().date(),
             ),
             categories=FACT_CATEGORIES,
-            recent=list(reversed(recent)),
+            recent=list(reversed(stored[-RECENT_EXCHANGES:])),
             memory=status_of,
             summary=status_of.users[0] if status_of.users else None,
             error=error,
@@ -113,8 +121,7 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
         user_id = request.path_params["user_id"]
         query = request.query_params.get("q", "").strip()
         try:
-            if not service.is_stored(user_id):
-                raise NotFound(f"no memory is stored for {user_id}")
+            require_stored(user_id)
             exchanges = (
                 service.search_exchanges(
                     RetrieveMemoryRequest.build(user_id=user_id, query=query, max_results=SEARCH_RESULTS)
@@ -139,8 +146,7 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
         user_id = request.path_params["user_id"]
         thread, day = request.query_params.get("thread"), request.query_params.get("day")
         try:
-            if not service.is_stored(user_id):
-                raise NotFound(f"no memory is stored for {user_id}")
+            require_stored(user_id)
             stored = service.latest_pages(user_id, None, 10**9)
         except (InvalidInput, NotFound) as exc:
             return page(request, "missing.html", status=404, message=str(exc))
@@ -215,8 +221,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
     async def _changing(request: Request, user_id: str, change: Callable[[], object]) -> Response:
         """Make a change through the service, then show the user's page again (303: a reload
         does not repeat it); refused from another site, and on bad input with nothing changed."""
-        if not _same_origin(request):
-            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        if (refused := cross_site(request)) is not None:
+            return refused
         try:
             change()
         except (InvalidInput, NotFound) as exc:
@@ -237,8 +243,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
 
     async def forget(request: Request) -> Response:
         user_id = request.path_params["user_id"]
-        if not _same_origin(request):
-            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        if (refused := cross_site(request)) is not None:
+            return refused
         form = await request.form()
         try:
             service.forget(ForgetRequest.build(user_id=user_id, confirm=str(form.get("confirm", ""))))
@@ -249,8 +255,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
     async def import_preview(request: Request) -> Response:
         """An uploaded document checked and counted against this user's memory; nothing written."""
         user_id = request.path_params["user_id"]
-        if not _same_origin(request):
-            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        if (refused := cross_site(request)) is not None:
+            return refused
         form = await request.form()
         upload, mode = form.get("file"), str(form.get("mode", "merge"))
         text = (await upload.read()).decode("utf-8", errors="replace") if hasattr(upload, "read") else ""
@@ -262,8 +268,8 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
 
     async def import_apply(request: Request) -> Response:
         user_id = request.path_params["user_id"]
-        if not _same_origin(request):
-            return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+        if (refused := cross_site(request)) is not None:
+            return refused
         form = await request.form()
         mode = str(form.get("mode", "merge"))
         try:
