@@ -20,12 +20,13 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp import __version__
 from memory_mcp.access import MEMORY_SCOPE, RegistryTokenVerifier, TokenRegistry
 from memory_mcp.config import HttpSettings
+from memory_mcp.dashboard import create_app
 from memory_mcp.errors import MemoryServiceError
 from memory_mcp.server import USER_RESOURCE, build_server
 from memory_mcp.service import MemoryService
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"
+DASHBOARD_PATH = "/dashboard"
 # Longest body the identity check reads; the SDK refuses larger ones itself (413).
 MAX_CHECKED_BODY_BYTES = 4 * 1024 * 1024
 # Time open requests get to finish once a stop is asked for, before pending updates are drained.
@@ -109,7 +111,8 @@ def _bound_socket(host: str, port: int) -> socket.socket:
 
 
 def build_http_app(service: MemoryService, registry: TokenRegistry | None, host: str) -> ASGIApp:
-    """The ASGI app: MCP at /mcp, GET /health, and with a registry, tokens on every MCP request."""
+    """The ASGI app: MCP at /mcp, GET /health, the dashboard at /dashboard, and with a registry,
+    tokens on every MCP request and every dashboard page (each token sees its own user alone)."""
     if registry is None:
         server = build_server(service)
     else:
@@ -120,7 +123,10 @@ def build_http_app(service: MemoryService, registry: TokenRegistry | None, host:
 
     server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(health)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
-    return app if registry is None else RefuseOtherUsers(app, registry)
+    # Without tokens the server listens on loopback only, and the dashboard answers loopback names
+    # only; with tokens it answers any name, since every page then needs a token.
+    dashboard = create_app(service, allowed_hosts=None if registry is None else ["*"], tokens=registry)
+    return AtPath(DASHBOARD_PATH, dashboard, RefuseOtherUsers(app, registry) if registry is not None else app)
 
 
 def token_auth_settings(host: str) -> AuthSettings:
@@ -144,6 +150,26 @@ def _health(service: MemoryService) -> Response:
     except MemoryServiceError as exc:
         return JSONResponse({"status": "unavailable", "error": str(exc), **body}, status_code=503)
     return JSONResponse({"status": "ok", **body})
+
+
+class AtPath:
+    """ASGI: requests under `prefix` go to `inner` (which sees `prefix` as its root path, so its
+    links carry it), everything else to `outer`; `prefix` itself is redirected to `prefix/`."""
+
+    def __init__(self, prefix: str, inner: ASGIApp, outer: ASGIApp) -> None:
+        self.prefix = prefix
+        self.inner = inner
+        self.outer = outer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root = scope.get("root_path", "")
+        path = scope.get("path", "").removeprefix(root)
+        if scope["type"] != "http" or not (path == self.prefix or path.startswith(self.prefix + "/")):
+            await self.outer(scope, receive, send)
+        elif path == self.prefix:
+            await RedirectResponse(root + self.prefix + "/", status_code=307)(scope, receive, send)
+        else:
+            await self.inner({**scope, "root_path": root + self.prefix}, receive, send)
 
 
 # --- who may touch whose memory -------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memory_mcp import __version__, fact_edits, host_memory
-from memory_mcp.clock import utc_now
+from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
 from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder, stored_model
@@ -57,6 +57,7 @@ from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall, time_window
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
+from memory_mcp.sessions import SessionView, session_views
 from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.update_runner import UpdateRunner
@@ -453,10 +454,27 @@ class MemoryService:
             notes=notes,
         )
 
+    def scope_summary(self, user_id: str, agent_name: str | None = None) -> UserSummary:
+        """The counts of one memory alone: a user's own (without their agents'), or one agent's."""
+        scope = self.resolve_scope(user_id, agent_name)
+        self._require_stored(scope)
+        return self._counts(scope.user_id, [scope], agents=[])[0]
+
+    def sessions(self, user_id: str, agent_name: str | None = None) -> list[SessionView]:
+        """The memory's sessions, hottest first: which ones everyday retrieval still searches."""
+        scope = self.resolve_scope(user_id, agent_name)
+        self._require_stored(scope)
+        return session_views(self.store.read_pages(scope).pages, self.store.read_document(scope), now(), self.settings)
+
     def _summary(self, user_id: str) -> tuple[UserSummary, list[MemoryDocument]]:
         """A user's counts over their scopes, and their documents; StorageError if one is damaged."""
         agents = self.store.list_agents(user_id)
-        scopes = [Scope(user_id), *(Scope(user_id, agent) for agent in agents)]
+        return self._counts(user_id, [Scope(user_id), *(Scope(user_id, agent) for agent in agents)], agents)
+
+    def _counts(
+        self, user_id: str, scopes: list[Scope], agents: list[str]
+    ) -> tuple[UserSummary, list[MemoryDocument]]:
+        """Counts summed over `scopes`, and their documents; StorageError if one is damaged."""
         documents = [self.store.read_document(scope) for scope in scopes]
         summary = UserSummary(
             user_id=user_id,

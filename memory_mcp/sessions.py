@@ -14,6 +14,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from memory_mcp.config import Settings
@@ -111,6 +112,34 @@ class SessionTable:
         """Heat of every session, or of `only` those (per query, only the hits' sessions matter)."""
         names = self.sizes if only is None else set(only)
         return {name: heat(self.state(document, name), self.sizes[name], now, settings) for name in names}
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """One session as a person looking through their memory sees it."""
+
+    name: str  # "thread:<id>" or "day:<date>"
+    exchanges: int
+    heat: float
+    archived: bool
+    visits: int
+    last_visit: str
+
+
+def session_views(
+    pages: Sequence[Page], document: MemoryDocument, now: datetime, settings: Settings
+) -> list[SessionView]:
+    """Every session of the log, hottest first, with what decides whether everyday retrieval still
+    searches it (visits saved so far; a running server may hold a few it has not saved yet)."""
+    table = SessionTable()
+    table.catch_up(0, pages)
+    archived = archived_sessions(document)
+    views = []
+    for name, size in table.sizes.items():
+        saved = document.sessions.get(name, SessionState())
+        warmth = heat(table.state(document, name), size, now, settings)
+        views.append(SessionView(name, size, warmth, name in archived, saved.visits, saved.lastVisit))
+    return sorted(views, key=lambda view: (-view.heat, view.name))
 
 
 def archived_sessions(document: MemoryDocument) -> frozenset[str]:

@@ -1,22 +1,27 @@
 """The dashboard: a web page over the service, to see, search and correct what is remembered.
 
 Server-rendered: Starlette (it comes with the MCP SDK) and Jinja2 templates, which escape all
-they print, so remembered text can never become markup. Every page is a plain HTML document that
-works without JavaScript; a little script adds what needs one. Every read and change goes through
-MemoryService, so the dashboard holds no rule of its own, and every asset comes from the package:
-it works offline.
+they print, so remembered text can never become markup. Every page is a plain HTML document; a
+small script keeps a refused form on its page and, behind bearer tokens, fetches every page with
+the token (see gate.py). Every read and change goes through MemoryService, so the dashboard holds
+no rule of its own, and every asset comes from the package: it works offline.
+
+A user's memory lives at /users/{user_id}, and each of their agents' at
+/users/{user_id}/agents/{agent_name}, with the same pages below both.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from markupsafe import Markup, escape
+from jinja2 import pass_context
 from starlette.applications import Starlette
+from starlette.datastructures import URL, FormData
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -25,8 +30,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from memory_mcp.access import TokenRegistry
 from memory_mcp.clock import now
 from memory_mcp.dashboard.charts import weekly
+from memory_mcp.dashboard.filters import FILTERS
+from memory_mcp.dashboard.gate import TokenGate, viewer
 from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.models import (
     AddFactRequest,
@@ -51,60 +59,126 @@ RECENT_EXCHANGES = 20
 BROWSED_EXCHANGES = 200  # per page of a browse by thread or day
 MAX_FACTS_SHOWN = 500  # the most search_facts gives at once; memory.max_facts is at most 500 too
 SEARCH_RESULTS = 20
-_WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
-_CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # where workContext becomes two words
+SESSIONS_SHOWN = 12
+USER_ROOT = "/users/{user_id}"
+AGENT_ROOT = "/users/{user_id}/agents/{agent_name}"
+AGENT_ROUTE = "agent_"  # route names below an agent's root begin with this
 
 
-def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -> Starlette:
+@dataclass(frozen=True)
+class Memory:
+    """Whose memory a page is about: a user's own, or one of their agents'."""
+
+    user_id: str
+    agent_name: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.user_id if self.agent_name is None else f"{self.user_id} · agent {self.agent_name}"
+
+    def url(self, request: Request, name: str, **params: Any) -> URL:
+        """The address of page `name` of this memory."""
+        if self.agent_name is None:
+            return request.url_for(name, user_id=self.user_id, **params)
+        return request.url_for(AGENT_ROUTE + name, user_id=self.user_id, agent_name=self.agent_name, **params)
+
+
+Page = Callable[[Request, Memory], Awaitable[Response]]
+
+
+def create_app(
+    service: MemoryService, allowed_hosts: list[str] | None = None, tokens: TokenRegistry | None = None
+) -> Starlette:
     """The dashboard over `service`. `allowed_hosts` (default: loopback names only) are the Host
-    headers it answers: a page on another site cannot reach it by renaming itself (DNS rebinding)."""
+    headers it answers: a page on another site cannot reach it by renaming itself (DNS rebinding).
+    With `tokens`, every page needs a bearer token and shows only its user's memory."""
     templates = Jinja2Templates(directory=HERE / "templates")
-    templates.env.filters["marked"] = _marked  # {{ text | marked(terms) }}
-    templates.env.filters["spelled"] = _spelled  # {{ "workContext" | spelled }}: Work context
-
-    def require_stored(user_id: str) -> None:
-        if not service.is_stored(user_id):
-            raise NotFound(f"no memory is stored for {user_id}")
-
-    def cross_site(request: Request) -> Response | None:
-        """The refusal of a change not sent from the dashboard's own pages (None: it was)."""
-        if _same_origin(request):
-            return None
-        return page(request, "missing.html", status=403, message="Changes are taken only from this page itself.")
+    templates.env.filters.update(FILTERS)
+    templates.env.globals["tokens_on"] = tokens is not None
+    templates.env.globals["at"] = _at
+    warming = _Warmer(service)
 
     def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, values, status_code=status)
 
+    def refusal(request: Request, status: int, message: str) -> HTMLResponse:
+        heading = "Not allowed" if status == 403 else "Not found"
+        return page(request, "missing.html", status=status, heading=heading, message=message)
+
+    def cross_site(request: Request) -> Response | None:
+        """The refusal of a change not sent from the dashboard's own pages (None: it was). A
+        bearer token is that proof already (a browser never adds one by itself)."""
+        if viewer(request) is not None or _same_origin(request):
+            return None
+        return refusal(request, 403, "Changes are taken only from this page itself.")
+
+    def of_memory(handler: Page) -> Callable[[Request], Awaitable[Response]]:
+        """The route for a page of one memory: refused for another user than the token's (before
+        anything says whether that user exists), 404 when nothing is stored."""
+
+        async def route(request: Request) -> Response:
+            memory = Memory(request.path_params["user_id"], request.path_params.get("agent_name"))
+            looking = viewer(request)
+            if looking is not None and looking != memory.user_id:
+                return refusal(request, 403, f"This token acts for {looking}; it cannot open another user's memory.")
+            try:
+                stored = service.is_stored(memory.user_id, memory.agent_name)
+            except InvalidInput as exc:
+                return refusal(request, 404, str(exc))
+            if not stored:
+                return refusal(request, 404, f"No memory is stored for {memory.label}.")
+            return await handler(request, memory)
+
+        return route
+
     async def users(request: Request) -> Response:
-        status = service.memory_status()
-        last = {user.user_id: _last_activity(service, user.user_id) for user in status.users if not user.problem}
-        return page(request, "users.html", summary=status, last_activity=last)
+        status = service.memory_status(only_user=viewer(request))
+        healthy = [user for user in status.users if not user.problem]
+        agents = {
+            user.user_id: [(name, service.scope_summary(user.user_id, name)) for name in user.agents] for user in healthy
+        }
+        last = {
+            (user.user_id, name): _last_activity(service, user.user_id, name)
+            for user in healthy
+            for name in [None, *user.agents]
+        }
+        return page(request, "users.html", summary=status, last_activity=last, agents=agents)
 
-    async def user(request: Request) -> Response:
-        return await _user_page(request, request.path_params["user_id"])
+    def ask_for_token(request: Request, status: int, problem: str | None) -> Response:
+        return page(request, "token.html", status=status, problem=problem)
 
-    async def _user_page(request: Request, user_id: str, status: int = 200, error: str | None = None) -> Response:
-        try:
-            require_stored(user_id)
-            profile = service.get_user_profile(
-                ProfileRequest.build(user_id=user_id, include_knowledge=True, include_assistant_knowledge=True)
+    async def memory_page(
+        request: Request, memory: Memory, status: int = 200, failed: str | None = None, **values: Any
+    ) -> Response:
+        """The page of one memory; after a refused change (`failed` names the form), with the
+        reason beside that form and what was typed still in it."""
+        profile = service.get_user_profile(
+            ProfileRequest.build(
+                user_id=memory.user_id,
+                agent_name=memory.agent_name,
+                include_knowledge=True,
+                include_assistant_knowledge=True,
             )
-            stored = service.latest_pages(user_id, None, 10**9)
-        except (InvalidInput, NotFound) as exc:
-            return page(request, "missing.html", status=404, message=str(exc))
-        status_of = service.memory_status(only_user=user_id)
-        everything = SearchFactsRequest.build(user_id=user_id, include_superseded=True, limit=MAX_FACTS_SHOWN)
+        )
+        stored = service.latest_pages(memory.user_id, memory.agent_name, 10**9)
+        everything = SearchFactsRequest.build(
+            user_id=memory.user_id, agent_name=memory.agent_name, include_superseded=True, limit=MAX_FACTS_SHOWN
+        )
         history = [fact for fact in service.search_facts(everything).facts if fact.validTo]
+        status_of = service.memory_status(only_user=memory.user_id)
+        agents = status_of.users[0].agents if memory.agent_name is None and status_of.users else []
+        sessions = service.sessions(memory.user_id, memory.agent_name)
+        warming.start(memory)
         return page(
             request,
             "user.html",
             status=status,
-            user_id=user_id,
+            memory=memory,
             profile=profile,
             history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
             over_time=weekly(
                 {
-                    "exchanges": (page.timestamp for page in stored),
+                    "exchanges": (exchange.timestamp for exchange in stored),
                     "facts added": (fact.createdAt for fact in [*(profile.facts or []), *history]),
                     "facts superseded": (fact.validTo or "" for fact in history),
                 },
@@ -112,44 +186,41 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
             ),
             categories=FACT_CATEGORIES,
             recent=list(reversed(stored[-RECENT_EXCHANGES:])),
-            memory=status_of,
-            summary=status_of.users[0] if status_of.users else None,
-            error=error,
+            status_of=status_of,
+            summary=service.scope_summary(memory.user_id, memory.agent_name),
+            sessions=sessions[:SESSIONS_SHOWN],
+            archived={view.name for view in sessions if view.archived},
+            agents=[(name, service.scope_summary(memory.user_id, name)) for name in agents],
+            failed=failed,
+            **values,
         )
 
-    async def search(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
+    async def search(request: Request, memory: Memory) -> Response:
         query = request.query_params.get("q", "").strip()
-        try:
-            require_stored(user_id)
-            exchanges = (
-                service.search_exchanges(
-                    RetrieveMemoryRequest.build(user_id=user_id, query=query, max_results=SEARCH_RESULTS)
+        exchanges, facts = [], []
+        if query:
+            exchanges = service.search_exchanges(
+                RetrieveMemoryRequest.build(
+                    user_id=memory.user_id, agent_name=memory.agent_name, query=query, max_results=SEARCH_RESULTS
                 )
-                if query
-                else []
             )
-            facts = service.search_facts(SearchFactsRequest.build(user_id=user_id, query=query)).facts if query else []
-        except (InvalidInput, NotFound) as exc:
-            return page(request, "missing.html", status=404, message=str(exc))
+            facts = service.search_facts(
+                SearchFactsRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, query=query)
+            ).facts
         return page(
             request,
             "search.html",
-            user_id=user_id,
+            memory=memory,
             query=query,
             terms=set(index_terms(query)),
             exchanges=exchanges,
             facts=facts,
+            archived=_archived_pages(service, memory),
         )
 
-    async def exchanges(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
+    async def exchanges(request: Request, memory: Memory) -> Response:
         thread, day = request.query_params.get("thread"), request.query_params.get("day")
-        try:
-            require_stored(user_id)
-            stored = service.latest_pages(user_id, None, 10**9)
-        except (InvalidInput, NotFound) as exc:
-            return page(request, "missing.html", status=404, message=str(exc))
+        stored = service.latest_pages(memory.user_id, memory.agent_name, 10**9)
         chosen = [
             exchange
             for exchange in reversed(stored)
@@ -158,32 +229,32 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
         return page(
             request,
             "exchanges.html",
-            user_id=user_id,
+            memory=memory,
             thread=thread,
             day=day,
             exchanges=chosen[:BROWSED_EXCHANGES],
             total=len(chosen),
+            archived=_archived_pages(service, memory),
         )
 
-    async def exchange(request: Request) -> Response:
-        user_id, page_id = request.path_params["user_id"], request.path_params["page_id"]
-        try:
-            found = [p for p in service.latest_pages(user_id, None, 10**9) if p.page_id == page_id]
-        except InvalidInput as exc:
-            return page(request, "missing.html", status=404, message=str(exc))
+    async def exchange(request: Request, memory: Memory) -> Response:
+        page_id = request.path_params["page_id"]
+        found = [p for p in service.latest_pages(memory.user_id, memory.agent_name, 10**9) if p.page_id == page_id]
         if not found:
-            return page(request, "missing.html", status=404, message=f"{user_id} has no exchange {page_id}")
-        return page(request, "exchange_page.html", user_id=user_id, exchange=found[0])
+            return refusal(request, 404, f"{memory.label} has no exchange {page_id}")
+        return page(
+            request, "exchange_page.html", memory=memory, exchange=found[0], archived=_archived_pages(service, memory)
+        )
 
-    async def add_fact(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
+    async def add_fact(request: Request, memory: Memory) -> Response:
         form = await request.form()
-        return await _changing(
+        return await changing(
             request,
-            user_id,
+            memory,
             lambda: service.add_fact(
                 AddFactRequest.build(
-                    user_id=user_id,
+                    user_id=memory.user_id,
+                    agent_name=memory.agent_name,
                     content=form.get("content", ""),
                     category=form.get("category") or "context",
                     confidence=form.get("confidence") or 0.9,
@@ -191,17 +262,20 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
                     expires_at=form.get("expires_at") or None,
                 )
             ),
+            failed="add",
+            typed=_typed_fact(form),
         )
 
-    async def edit_fact(request: Request) -> Response:
-        user_id, fact_id = request.path_params["user_id"], request.path_params["fact_id"]
+    async def edit_fact(request: Request, memory: Memory) -> Response:
+        fact_id = request.path_params["fact_id"]
         form = await request.form()
-        return await _changing(
+        return await changing(
             request,
-            user_id,
+            memory,
             lambda: service.update_fact(
                 UpdateFactRequest.build(
-                    user_id=user_id,
+                    user_id=memory.user_id,
+                    agent_name=memory.agent_name,
                     fact_id=fact_id,
                     content=form.get("content") or None,
                     category=form.get("category") or None,
@@ -210,126 +284,193 @@ def create_app(service: MemoryService, allowed_hosts: list[str] | None = None) -
                     expires_at=form.get("expires_at") or "never",
                 )
             ),
+            failed=fact_id,
+            typed=_typed_fact(form),
         )
 
-    async def delete_fact(request: Request) -> Response:
-        user_id, fact_id = request.path_params["user_id"], request.path_params["fact_id"]
-        return await _changing(
-            request, user_id, lambda: service.delete_fact(DeleteFactRequest.build(user_id=user_id, fact_id=fact_id))
+    async def delete_fact(request: Request, memory: Memory) -> Response:
+        fact_id = request.path_params["fact_id"]
+        return await changing(
+            request,
+            memory,
+            lambda: service.delete_fact(
+                DeleteFactRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, fact_id=fact_id)
+            ),
+            failed=fact_id,
         )
 
-    async def _changing(request: Request, user_id: str, change: Callable[[], object]) -> Response:
-        """Make a change through the service, then show the user's page again (303: a reload
-        does not repeat it); refused from another site, and on bad input with nothing changed."""
+    async def flush(request: Request, memory: Memory) -> Response:
+        form = await request.form()
+        retry = form.get("retry_failed") == "yes"
+        return await changing(
+            request,
+            memory,
+            lambda: service.flush_memory(
+                FlushRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, retry_failed=retry)
+            ),
+            failed="flush",
+        )
+
+    async def forget(request: Request, memory: Memory) -> Response:
+        form = await request.form()
+
+        def change() -> object:
+            confirm = str(form.get("confirm", ""))
+            return service.forget(
+                ForgetRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, confirm=confirm)
+            )
+
+        after = request.url_for("users") if memory.agent_name is None else memory.url(request, "user")
+        return await changing(request, memory, change, failed="forget", after=after)
+
+    async def changing(
+        request: Request,
+        memory: Memory,
+        change: Callable[[], object],
+        failed: str,
+        after: URL | None = None,
+        **values: Any,
+    ) -> Response:
+        """Make a change through the service, then show the memory's page (303: a reload does
+        not repeat it); refused from another site, and on bad input with nothing changed and the
+        reason shown beside the form that failed."""
         if (refused := cross_site(request)) is not None:
             return refused
         try:
             change()
         except (InvalidInput, NotFound) as exc:
-            return await _user_page(request, user_id, status=400, error=str(exc))
-        return RedirectResponse(request.url_for("user", user_id=user_id), status_code=303)
+            return await memory_page(request, memory, status=400, failed=failed, error=str(exc), **values)
+        return RedirectResponse(after or memory.url(request, "user"), status_code=303)
 
-    async def export(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
-        try:
-            exported = service.export_memory(ExportRequest.build(user_id=user_id))
-        except (InvalidInput, NotFound) as exc:
-            return page(request, "missing.html", status=404, message=str(exc))
+    async def export(request: Request, memory: Memory) -> Response:
+        exported = service.export_memory(ExportRequest.build(user_id=memory.user_id, agent_name=memory.agent_name))
+        name = memory.user_id if memory.agent_name is None else f"{memory.user_id}-{memory.agent_name}"
         return Response(
             exported.model_dump_json(indent=2),
             media_type="application/json",
-            headers={"Content-Disposition": f'attachment; filename="memory-{user_id}.json"'},
+            headers={"Content-Disposition": f'attachment; filename="memory-{name}.json"'},
         )
 
-    async def forget(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
-        if (refused := cross_site(request)) is not None:
-            return refused
-        form = await request.form()
-        try:
-            service.forget(ForgetRequest.build(user_id=user_id, confirm=str(form.get("confirm", ""))))
-        except (InvalidInput, NotFound) as exc:
-            return await _user_page(request, user_id, status=400, error=str(exc))
-        return RedirectResponse(request.url_for("users"), status_code=303)
-
-    async def import_preview(request: Request) -> Response:
+    async def import_preview(request: Request, memory: Memory) -> Response:
         """An uploaded document checked and counted against this user's memory; nothing written."""
-        user_id = request.path_params["user_id"]
         if (refused := cross_site(request)) is not None:
             return refused
         form = await request.form()
         upload, mode = form.get("file"), str(form.get("mode", "merge"))
         text = (await upload.read()).decode("utf-8", errors="replace") if hasattr(upload, "read") else ""
         try:
-            preview = service.preview_import(_import_request(text, mode, user_id))
+            data = _import_data(text)
+            preview = service.preview_import(ImportRequest.build(data=data, mode=mode, user_id=memory.user_id))
         except InvalidInput as exc:
-            return page(request, "import.html", status=400, user_id=user_id, error=str(exc), mode=mode)
-        return page(request, "import.html", user_id=user_id, preview=preview, document=text, mode=mode)
+            return page(request, "import.html", status=400, memory=memory, error=str(exc), mode=mode)
+        return page(
+            request,
+            "import.html",
+            memory=memory,
+            preview=preview,
+            document=text,
+            mode=mode,
+            source=data.get("user_id") if isinstance(data.get("user_id"), str) else None,
+            exported_at=data.get("exported_at") if isinstance(data.get("exported_at"), str) else None,
+        )
 
-    async def import_apply(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
+    async def import_apply(request: Request, memory: Memory) -> Response:
         if (refused := cross_site(request)) is not None:
             return refused
         form = await request.form()
         mode = str(form.get("mode", "merge"))
         try:
-            service.import_memory(_import_request(str(form.get("document", "")), mode, user_id))
+            data = _import_data(str(form.get("document", "")))
+            service.import_memory(ImportRequest.build(data=data, mode=mode, user_id=memory.user_id))
         except InvalidInput as exc:
-            return page(request, "import.html", status=400, user_id=user_id, error=str(exc), mode=mode)
-        return RedirectResponse(request.url_for("user", user_id=user_id), status_code=303)
+            return page(request, "import.html", status=400, memory=memory, error=str(exc), mode=mode)
+        return RedirectResponse(memory.url(request, "user"), status_code=303)
 
-    async def flush(request: Request) -> Response:
-        user_id = request.path_params["user_id"]
-        form = await request.form()
-        retry = form.get("retry_failed") == "yes"
-        return await _changing(
-            request, user_id, lambda: service.flush_memory(FlushRequest.build(user_id=user_id, retry_failed=retry))
-        )
+    async def user(request: Request, memory: Memory) -> Response:
+        return await memory_page(request, memory)
 
-    async def home(_request: Request) -> Response:
-        return RedirectResponse("users", status_code=303)
+    async def home(request: Request) -> Response:
+        return RedirectResponse(request.url_for("users"), status_code=303)
 
+    pages_of_a_memory: list[tuple[str, Page, list[str], str]] = [
+        ("", user, ["GET"], "user"),
+        ("/search", search, ["GET"], "search"),
+        ("/exchanges", exchanges, ["GET"], "exchanges"),
+        ("/exchanges/{page_id}", exchange, ["GET"], "exchange"),
+        ("/facts", add_fact, ["POST"], "add_fact"),
+        ("/facts/{fact_id}", edit_fact, ["POST"], "edit_fact"),
+        ("/facts/{fact_id}/delete", delete_fact, ["POST"], "delete_fact"),
+        ("/export", export, ["GET"], "export"),
+        ("/forget", forget, ["POST"], "forget"),
+        ("/flush", flush, ["POST"], "flush"),
+        ("/import", import_preview, ["POST"], "import_preview"),
+        ("/import/apply", import_apply, ["POST"], "import_apply"),
+    ]
+    routes = [
+        Route(root + path, of_memory(handler), methods=methods, name=prefix + name)
+        for root, prefix in ((USER_ROOT, ""), (AGENT_ROOT, AGENT_ROUTE))
+        for path, handler, methods, name in pages_of_a_memory
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)]
+    if tokens is not None:
+        middleware.append(Middleware(TokenGate, tokens=tokens, ask_for_token=ask_for_token))
     return Starlette(
         routes=[
             Route("/", home),
             Route("/users", users),
-            Route("/users/{user_id}", user),
-            Route("/users/{user_id}/search", search),
-            Route("/users/{user_id}/exchanges", exchanges),
-            Route("/users/{user_id}/exchanges/{page_id}", exchange),
-            Route("/users/{user_id}/facts", add_fact, methods=["POST"]),
-            Route("/users/{user_id}/facts/{fact_id}", edit_fact, methods=["POST"]),
-            Route("/users/{user_id}/facts/{fact_id}/delete", delete_fact, methods=["POST"]),
-            Route("/users/{user_id}/export", export),
-            Route("/users/{user_id}/forget", forget, methods=["POST"]),
-            Route("/users/{user_id}/flush", flush, methods=["POST"]),
-            Route("/users/{user_id}/import", import_preview, methods=["POST"]),
-            Route("/users/{user_id}/import/apply", import_apply, methods=["POST"]),
+            *routes,
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)],
+        middleware=middleware,
     )
 
 
-def _marked(text: str, terms: Iterable[str]) -> Markup:
-    """`text`, escaped, with the words that match one of the query's index `terms` in <mark>."""
-    wanted = set(terms)
-    return Markup("").join(
-        Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
-        for part in _WORDS.split(text)
-    )
+@pass_context
+def _at(context: Any, name: str, **params: Any) -> URL:
+    """In a template: the address of page `name` of the memory the page is about."""
+    memory: Memory = context["memory"]
+    return memory.url(context["request"], name, **params)
 
 
-def _last_activity(service: MemoryService, user_id: str) -> str:
-    """When the user's newest exchange was added ("" with none)."""
-    latest = service.latest_pages(user_id, None, 1)
+class _Warmer:
+    """Builds a memory's search index in the background once its page is open, so the search a
+    person types there next does not wait for it (a few seconds at 10k exchanges)."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+        self.started: set[Memory] = set()
+        self.lock = threading.Lock()
+
+    def start(self, memory: Memory) -> None:
+        with self.lock:
+            if memory in self.started:
+                return
+            self.started.add(memory)
+        threading.Thread(
+            target=self.service.warm_up, args=(memory.user_id, memory.agent_name), name="dashboard-warm-up", daemon=True
+        ).start()
+
+
+def _archived_pages(service: MemoryService, memory: Memory) -> set[str]:
+    """Sessions everyday retrieval no longer searches (by name, as session_of names them)."""
+    return {view.name for view in service.sessions(memory.user_id, memory.agent_name) if view.archived}
+
+
+def _typed_fact(form: FormData) -> dict[str, Any]:
+    """A fact form's values as typed, to put back in the form when the change is refused."""
+    return {
+        "content": str(form.get("content", "")),
+        "category": str(form.get("category", "context")),
+        "confidence": str(form.get("confidence", "")),
+        "expiresAt": str(form.get("expires_at", "")),
+        "pinned": form.get("pinned") == "on",
+    }
+
+
+def _last_activity(service: MemoryService, user_id: str, agent_name: str | None) -> str:
+    """When the memory's newest exchange was added ("" with none)."""
+    latest = service.latest_pages(user_id, agent_name, 1)
     return latest[0].timestamp if latest else ""
-
-
-def _spelled(name: str) -> str:
-    """A section's stored name as words: workContext -> Work context."""
-    words = _CAMEL_HUMPS.sub(" ", name).lower()
-    return words[:1].upper() + words[1:]
 
 
 def _same_origin(request: Request) -> bool:
@@ -341,12 +482,12 @@ def _same_origin(request: Request) -> bool:
     return origin == f"{request.url.scheme}://{request.url.netloc}"
 
 
-def _import_request(text: str, mode: str, user_id: str) -> ImportRequest:
-    """The import of an uploaded document into `user_id`; InvalidInput when it is no JSON object."""
+def _import_data(text: str) -> dict[str, Any]:
+    """An uploaded document's JSON object; InvalidInput when it is none."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise InvalidInput(f"the file is not JSON ({exc}); nothing was imported") from None
     if not isinstance(data, dict):
         raise InvalidInput("the file holds no JSON object; nothing was imported")
-    return ImportRequest.build(data=data, mode=mode, user_id=user_id)
+    return data

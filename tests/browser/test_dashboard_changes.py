@@ -220,7 +220,10 @@ def test_deleting_a_fact_removes_it_and_its_earlier_wordings_from_page_and_stora
 
     row = fact_row(page, new)
     open_edit(row)
-    row.get_by_role("button", name=f"Delete the fact: {new}").click()
+    delete = row.get_by_role("button", name=f"Delete the fact: {new}")
+    expect(delete).to_be_hidden()  # asked for a second time first
+    row.get_by_text("Delete…", exact=True).click()
+    delete.click()
 
     expect(page.get_by_role("region", name="Facts")).to_contain_text("No facts yet.")
     expect(facts_table(page)).to_have_count(0)
@@ -250,6 +253,12 @@ def test_a_confidence_out_of_range_is_refused_and_stores_nothing(
     alert = page.get_by_role("region", name="Facts").get_by_role("alert")
     expect(alert).to_contain_text("Nothing was changed")
     expect(alert).to_contain_text("confidence")
+    # The form is still open, beside its reason, with what was typed; the address is the page's.
+    form = page.locator("form").filter(has=page.get_by_role("button", name="Add", exact=True))
+    expect(form.get_by_label("Fact", exact=True)).to_have_value("Speaks Portuguese at home")
+    expect(form.get_by_label("Category", exact=True)).to_have_value("knowledge")
+    expect(form.get_by_label("Confidence", exact=True)).to_have_value("2")
+    expect(page).to_have_url(fresh_dashboard.url("/users/alice"))
     expect(fact_row(page, "Speaks Portuguese at home")).to_have_count(0)
     expect(fact_row(page, fresh_dashboard.seeded.alice_fact)).to_have_count(1)  # the page still lists hers
     assert stored_facts(fresh_dashboard.data_dir, "alice") == before
@@ -311,8 +320,9 @@ def test_forgetting_a_user_needs_their_id_typed_and_then_erases_them(
     with answered_400(page, request, "/users/bob/forget"):
         page.get_by_role("button", name="Forget bob").click()
 
-    expect(page.get_by_role("alert")).to_contain_text("confirm must equal the user_id ('bob')")
+    expect(page.locator("form.forget").get_by_role("alert")).to_contain_text("confirm must equal the user_id ('bob')")
     expect(page.get_by_role("heading", level=1)).to_have_text("bob")
+    expect(page).to_have_url(fresh_dashboard.url("/users/bob"))
     expect(fact_row(page, fresh_dashboard.seeded.bob_fact)).to_have_count(1)
     assert bob_dir.is_dir(), "nothing erased"
     page.get_by_role("link", name="memory-mcp").click()

@@ -102,7 +102,8 @@ def test_markup_in_remembered_text_is_shown_as_text(page: Page, dashboard: Any, 
     # Nothing became an element: no script, image or bold text, and no dialog (conftest fails on one).
     assert exchange.locator("script, img, b").count() == 0
     assert page.locator("main script, main img").count() == 0
-    assert page.evaluate("document.scripts.length") == 0
+    scripts = page.evaluate("[...document.scripts].map(script => script.src)")
+    assert scripts == [dashboard.url("/static/dashboard.js")], "the package's own script alone"
 
 
 PAGES = {
