@@ -471,9 +471,7 @@ class MemoryService:
         agents = self.store.list_agents(user_id)
         return self._counts(user_id, [Scope(user_id), *(Scope(user_id, agent) for agent in agents)], agents)
 
-    def _counts(
-        self, user_id: str, scopes: list[Scope], agents: list[str]
-    ) -> tuple[UserSummary, list[MemoryDocument]]:
+    def _counts(self, user_id: str, scopes: list[Scope], agents: list[str]) -> tuple[UserSummary, list[MemoryDocument]]:
         """Counts summed over `scopes`, and their documents; StorageError if one is damaged."""
         documents = [self.store.read_document(scope) for scope in scopes]
         summary = UserSummary(

@@ -87,7 +87,7 @@ def test_the_users_page_lists_every_user_with_a_link_to_their_memory(dashboard: 
     assert status == 200
     assert f'<a href="{dashboard}/users/alice">alice</a>' in html
     assert f'<a href="{dashboard}/users/bob">bob</a>' in html
-    assert html.count(f"<td><time datetime=\"{utc_now()[:11]}") == 2, "each user's last exchange, just now"
+    assert html.count(f'<td><time datetime="{utc_now()[:11]}') == 2, "each user's last exchange, just now"
 
 
 def test_a_user_page_shows_profile_facts_and_exchanges_with_remembered_text_as_text(dashboard: str) -> None:

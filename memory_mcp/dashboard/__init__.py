@@ -135,7 +135,8 @@ def create_app(
         status = service.memory_status(only_user=viewer(request))
         healthy = [user for user in status.users if not user.problem]
         agents = {
-            user.user_id: [(name, service.scope_summary(user.user_id, name)) for name in user.agents] for user in healthy
+            user.user_id: [(name, service.scope_summary(user.user_id, name)) for name in user.agents]
+            for user in healthy
         }
         last = {
             (user.user_id, name): _last_activity(service, user.user_id, name)

@@ -8,8 +8,12 @@
   seeded with two users (alice and bob); yields a `Dashboard` (base URL, what was seeded). One server
   per module, for flows that only read; `fresh_dashboard` is the same with its own server and data
   directory per test, for flows that change what is stored.
+- `token_dashboard`: the same memory behind the HTTP server's bearer tokens, at /dashboard of
+  `memory-mcp --transport streamable-http`, with a token for each user (`Dashboard.tokens`).
 - `page`: a fresh browser context and page; every console error, uncaught page error and dialog is
   recorded and fails the test that caused it (one exception: Chromium's own /favicon.ico 404).
+- `refused(status, url)` (a fixture): `with refused(400, url):` expects the block to be answered with
+  that status from that address, the one console error Chromium logs for it taken off the problems.
 - `screenshot(page, name)` (a fixture): a full-page PNG in artifacts/screenshots/ under the project root.
 """
 
@@ -23,15 +27,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from http_helpers import free_port
+from http_helpers import HttpServer, free_port, issue_token
 from project import PROJECT_ROOT, PYTHON
-from stdio_helpers import server_env
+from stdio_helpers import server_env, write_config
 
 from memory_mcp.config import Settings
 from memory_mcp.models import AddFactRequest, AddMemoryRequest
@@ -106,6 +110,7 @@ class Dashboard:
     base: str
     data_dir: Path
     seeded: Seeded = SEEDED
+    tokens: dict[str, str] = field(default_factory=dict)  # user -> bearer token, behind tokens
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -170,6 +175,18 @@ def fresh_dashboard(tmp_path: Path) -> Iterator[Dashboard]:
         yield served
 
 
+@pytest.fixture
+def token_dashboard(tmp_path: Path) -> Iterator[Dashboard]:
+    """The dashboard as the HTTP server mounts it at /dashboard, behind bearer tokens for alice and
+    bob, over its own freshly seeded memory (one server per test)."""
+    data_dir = tmp_path / "data"
+    seed(data_dir)
+    config = write_config(tmp_path / "config.json", {"data_storage_path": str(data_dir)})
+    tokens = {user: issue_token(config, user) for user in ("alice", "bob")}
+    with HttpServer(config, tmp_path / "server.log") as server:
+        yield Dashboard(base=f"{server.base}/dashboard", data_dir=data_dir, tokens=tokens)
+
+
 def _wait_for(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -222,6 +239,33 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         listed = "\n  ".join(problems)
         raise AssertionError(f"the page reported {len(problems)} problem(s):\n  {listed}")
     return result
+
+
+@pytest.fixture
+def refused(page: Any, request: pytest.FixtureRequest) -> Callable[[int, str], AbstractContextManager[None]]:
+    """`with refused(status, url):` expect the action in the block to be answered with `status` from `url`.
+
+    Chromium logs every resource answered with an error status as a console error ("Failed to load
+    resource: ... 400"), which `page` counts as a problem. The dashboard answers a refusal (a refused
+    change, another user's page, an unknown token) with a page and an error status on purpose, so
+    exactly that one message, waited for here, is taken off the problems; any other still fails the test.
+    """
+
+    @contextmanager
+    def answered(status: int, url: str) -> Iterator[None]:
+        said = f"status of {status}"
+
+        def is_it(message: Any) -> bool:
+            return message.type == "error" and said in message.text and message.location["url"] == url
+
+        with page.expect_console_message(is_it):
+            yield
+        problems: list[str] = request.node.browser_problems
+        expected = [problem for problem in problems if said in problem and f"'url': '{url}'" in problem]
+        assert len(expected) == 1, problems
+        problems.remove(expected[0])
+
+    return answered
 
 
 @pytest.fixture

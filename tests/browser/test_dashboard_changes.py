@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ except ImportError:  # the `browser` fixture skips, or fails with the reason whe
 pytestmark = pytest.mark.integration
 
 Screenshot = Callable[[Any, str], Path]
+Refused = Callable[[int, str], AbstractContextManager[None]]
 
 
 # --- what is stored --------------------------------------------------------------------------
@@ -94,28 +95,6 @@ def add_a_fact(page: Page, wording: str, category: str, confidence: str | None =
     if confidence is not None:
         form.get_by_label("Confidence", exact=True).fill(confidence)
     form.get_by_role("button", name="Add", exact=True).click()
-
-
-@contextmanager
-def answered_400(page: Page, request: pytest.FixtureRequest, path: str) -> Iterator[None]:
-    """Expect the action in the block to be refused with a page of status 400 from `path`.
-
-    Chromium logs every document answered with an error status as a console error ("Failed to
-    load resource: ... 400"), which conftest's `page` counts as a problem. The dashboard answers a
-    refused change with its page again and status 400 on purpose, so exactly that one message,
-    waited for here, is taken off the problems; any other still fails the test.
-    """
-
-    def is_it(message: Any) -> bool:
-        return message.type == "error" and "status of 400" in message.text and message.location["url"] == url
-
-    url = page.url.split("/users/")[0] + path
-    with page.expect_console_message(is_it):
-        yield
-    problems: list[str] = request.node.browser_problems
-    expected = [problem for problem in problems if "status of 400" in problem and f"'url': '{url}'" in problem]
-    assert len(expected) == 1, problems
-    problems.remove(expected[0])
 
 
 @contextmanager
@@ -233,7 +212,7 @@ def test_deleting_a_fact_removes_it_and_its_earlier_wordings_from_page_and_stora
 
 
 def test_a_confidence_out_of_range_is_refused_and_stores_nothing(
-    page: Page, fresh_dashboard: Any, request: pytest.FixtureRequest
+    page: Page, fresh_dashboard: Any, refused: Refused
 ) -> None:
     page.goto(fresh_dashboard.url("/users/alice"))
     before = stored_facts(fresh_dashboard.data_dir, "alice")
@@ -248,7 +227,7 @@ def test_a_confidence_out_of_range_is_refused_and_stores_nothing(
     # Past the browser's check (its limits removed, as an older browser or a hand-made form would
     # send it), the dashboard refuses it itself.
     confidence.evaluate("field => { field.removeAttribute('min'); field.removeAttribute('max'); }")
-    with answered_400(page, request, "/users/alice/facts"):
+    with refused(400, fresh_dashboard.url("/users/alice/facts")):
         page.get_by_role("button", name="Add", exact=True).click()
     alert = page.get_by_role("region", name="Facts").get_by_role("alert")
     expect(alert).to_contain_text("Nothing was changed")
@@ -310,14 +289,14 @@ def test_an_import_is_previewed_first_and_written_only_when_confirmed(
 
 
 def test_forgetting_a_user_needs_their_id_typed_and_then_erases_them(
-    page: Page, fresh_dashboard: Any, request: pytest.FixtureRequest
+    page: Page, fresh_dashboard: Any, refused: Refused
 ) -> None:
     bob_dir = fresh_dashboard.data_dir / "users" / "bob"
     assert bob_dir.is_dir()
     page.goto(fresh_dashboard.url("/users/bob"))
     confirm = page.get_by_label("To erase all of bob's memory for good, type bob")
     confirm.fill("bo")
-    with answered_400(page, request, "/users/bob/forget"):
+    with refused(400, fresh_dashboard.url("/users/bob/forget")):
         page.get_by_role("button", name="Forget bob").click()
 
     expect(page.locator("form.forget").get_by_role("alert")).to_contain_text("confirm must equal the user_id ('bob')")

@@ -64,9 +64,7 @@
     const link = document.createElement("a");
     link.href = URL.createObjectURL(await response.blob());
     link.download = named ? named[1] : "memory.json";
-    document.body.append(link);
-    link.click();
-    link.remove();
+    link.click(); // never in the document, so this script's own link handling does not see it
     setTimeout(() => URL.revokeObjectURL(link.href), 10000);
   }
 
