@@ -24,8 +24,9 @@ from stdio_helpers import server_env
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
 from memory_mcp.dashboard.charts import weekly
-from memory_mcp.models import AddFactRequest, AddMemoryRequest, SearchFactsRequest
+from memory_mcp.models import AddFactRequest, AddMemoryRequest, MemoryDocument, SearchFactsRequest, SessionState
 from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration
 
@@ -279,3 +280,28 @@ def test_a_bad_import_shows_its_errors_and_writes_nothing(dashboard: str) -> Non
     status, page = upload(f"{dashboard}/users/bob/import", b"not json", "merge", dashboard)
     assert status == 400 and "the file is not JSON" in page
     assert "marathon" in fetch(f"{dashboard}/users/bob")[1]
+
+
+def test_sessions_show_their_heat_and_archived_ones_are_marked_wherever_their_exchanges_are(
+    dashboard: str, home: Path
+) -> None:
+    service = MemoryService(Settings(data_storage_path=home))
+    session = f"day:{utc_now()[:10]}"  # alice's exchange has no thread: its session is its day
+
+    def archive(document: MemoryDocument) -> MemoryDocument:
+        document.sessions[session] = SessionState(visits=3, archived=True)
+        return document
+
+    assert 'class="tag">archived' not in fetch(f"{dashboard}/users/alice")[1]
+    service.store.update_document(Scope("alice"), archive)
+    service.close()
+
+    page = fetch(f"{dashboard}/users/alice")[1]
+    sessions = page.split('id="sessions"')[1].split("</section>")[0]
+    assert f"{utc_now()[:10]} (no thread)" in sessions and '<span class="tag">archived</span>' in sessions
+    assert "<td class=\"wide-only\">3</td>" in sessions, "its visits"
+    latest = page.split('id="recent"')[1]
+    assert '<span class="tag">archived session</span>' in latest
+    found = fetch(f"{dashboard}/users/alice/search?q=ice+cream")[1]
+    assert '<span class="tag">archived session</span>' in found, "searched here all the same, and marked"
+    assert 'class="tag">archived' not in fetch(f"{dashboard}/users/bob")[1], "bob's session is his own"

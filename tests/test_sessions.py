@@ -161,6 +161,12 @@ def test_the_coldest_analysed_session_is_archived_but_never_lost(data_dir: Path)
     assert [page.user_input for page in found] == ["sailing lessons on the lake"]
     assert len((data_dir / "users" / "alice" / "pages.jsonl").read_text().splitlines()) == 4  # all on disk
 
+    # What a person looking through their memory is shown: the archived session last, as the coldest.
+    views = service.sessions("alice")
+    assert [(view.name, view.exchanges, view.archived) for view in views][-1] == ("thread:sailing", 1, True)
+    assert {view.name for view in views if not view.archived} == {"thread:violin", "thread:taxes"}
+    assert all(view.visits > 0 and view.heat > views[-1].heat for view in views[:-1])
+
 
 # --- heat in ranking ------------------------------------------------------------------------
 
