@@ -3,9 +3,11 @@
 
 One user's memory is filled with generated exchanges (bench_store.py's word distribution) and
 facts, `memory-mcp dashboard` is started on it, and each page is fetched over HTTP from this
-process: once right after the start (the search builds the user's index then) and then
---repeat times, of which the median and 95th percentile are printed. What is timed includes the
-HTTP round trip on the loopback interface, so it bounds the server's time from above.
+process: once first, then --repeat times, of which the median and 95th percentile are printed.
+Pages are opened in the order a person opens them (the list, the user, then a search); the user's
+page starts building the search index in the background, so "search, cold" is measured apart: on
+a fresh start, before any other page. What is timed includes the HTTP round trip on the loopback
+interface, so it bounds the server's time from above.
 
 Usage: .venv/bin/python bench/bench_dashboard.py [--size 10000] [--facts 100] [--repeat 30]
 """
@@ -21,6 +23,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +41,9 @@ from memory_mcp.store import Scope
 PORT = 18799
 
 
-def seed(data: Path, size: int, facts: int) -> str:
-    """`size` exchanges and `facts` facts for user "bench"; return a query drawn from them."""
+def seed(data: Path, size: int, facts: int) -> tuple[str, str, str]:
+    """`size` exchanges and `facts` facts for user "bench"; return a query drawn from them, the day
+    of the middle exchange, and its id."""
     service = MemoryService(Settings(data_storage_path=data))
     pages = generated_pages(size)
     for start in range(0, size, 1000):
@@ -48,7 +53,37 @@ def seed(data: Path, size: int, facts: int) -> str:
             AddFactRequest.build(user_id="bench", content=f"Fact number {number}: {pages[number].user_input[:80]}")
         )
     service.close()
-    return " ".join(pages[size // 2].user_input.split()[:3])
+    middle = pages[size // 2]
+    return " ".join(middle.user_input.split()[:3]), middle.timestamp[:10], middle.page_id
+
+
+@contextmanager
+def serving(folder: str) -> Iterator[str]:
+    """`memory-mcp dashboard` over the memory in `folder`, started now; yields its base URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memory_mcp", "dashboard", "--port", str(PORT)],
+        env={**os.environ, "MEMORY_MCP_HOME": folder},
+        cwd=PROJECT_ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{PORT}"
+    try:
+        while True:
+            try:
+                timed(f"{base}/static/dashboard.css")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def report(name: str, url: str, repeat: int) -> None:
+    first = timed(url)
+    times = sorted(timed(url) for _ in range(repeat))
+    print(f"{name:<12} {first:8.1f} {statistics.median(times):8.1f} {times[int(0.95 * len(times)) - 1]:8.1f}")
 
 
 def timed(url: str) -> float:
@@ -65,37 +100,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as folder:
-        query = seed(Path(folder), args.size, args.facts)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "memory_mcp", "dashboard", "--port", str(PORT)],
-            env={**os.environ, "MEMORY_MCP_HOME": folder},
-            cwd=PROJECT_ROOT,
-            stderr=subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{PORT}"
-        try:
-            while True:
-                try:
-                    timed(f"{base}/static/dashboard.css")
-                    break
-                except (urllib.error.URLError, ConnectionError):
-                    time.sleep(0.1)
-            pages = {
-                "users": f"{base}/users",
-                "user": f"{base}/users/bench",
-                "search": f"{base}/users/bench/search?q={urllib.request.quote(query)}",
-            }
-            print(f"{args.size} exchanges, {args.facts} facts; ms per page over HTTP on 127.0.0.1")
-            print(f"{'page':<8} {'first':>8} {'p50':>8} {'p95':>8}")
-            for name, url in pages.items():
-                first = timed(url)
-                times = sorted(timed(url) for _ in range(args.repeat))
-                print(
-                    f"{name:<8} {first:8.1f} {statistics.median(times):8.1f} {times[int(0.95 * len(times)) - 1]:8.1f}"
-                )
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        query, day, page_id = seed(Path(folder), args.size, args.facts)
+        print(f"{args.size} exchanges, {args.facts} facts; ms per page over HTTP on 127.0.0.1")
+        print(f"{'page':<12} {'first':>8} {'p50':>8} {'p95':>8}")
+        with serving(folder) as base:
+            report("search, cold", f"{base}/users/bench/search?q={urllib.request.quote(query)}", args.repeat)
+        with serving(folder) as base:
+            for name, path in (
+                ("users", "/users"),
+                ("user", "/users/bench"),
+                ("search", f"/users/bench/search?q={urllib.request.quote(query)}"),
+                ("exchanges", f"/users/bench/exchanges?day={day}"),
+                ("exchange", f"/users/bench/exchanges/{page_id}"),
+            ):
+                report(name, base + path, args.repeat)
     return 0
 
 

@@ -57,7 +57,7 @@ from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall, time_window
 from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
-from memory_mcp.sessions import SessionView, session_views
+from memory_mcp.sessions import SessionView, archived_sessions, session_views
 from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.update_runner import UpdateRunner
@@ -521,6 +521,28 @@ class MemoryService:
         """The last `count` exchanges stored for a user (or agent), in the order they were added."""
         pages = self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages
         return [Page(**_page_fields(page)) for page in pages[-count:]] if count > 0 else []
+
+    def find_pages(
+        self, user_id: str, agent_name: str | None, keep: Callable[[Page], bool], limit: int
+    ) -> tuple[list[Page], int]:
+        """The newest `limit` exchanges `keep` accepts, newest first, and how many it accepts in
+        all; only those returned are copied out of the log (a browse at 10k is then milliseconds)."""
+        found: list[Page] = []
+        total = 0
+        for page in reversed(self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages):
+            if keep(page):
+                total += 1
+                if len(found) < limit:
+                    found.append(Page(**_page_fields(page)))
+        return found, total
+
+    def exchange_times(self, user_id: str, agent_name: str | None) -> list[str]:
+        """When each exchange was said, in the order they were added."""
+        return [page.timestamp for page in self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages]
+
+    def archived_sessions(self, user_id: str, agent_name: str | None) -> frozenset[str]:
+        """The sessions everyday retrieval no longer searches (named as sessions.session_of names them)."""
+        return archived_sessions(self.store.read_document(self.resolve_scope(user_id, agent_name)))
 
     def list_users(self) -> list[str]:
         return self.store.list_users()

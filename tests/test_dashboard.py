@@ -299,7 +299,7 @@ def test_sessions_show_their_heat_and_archived_ones_are_marked_wherever_their_ex
     page = fetch(f"{dashboard}/users/alice")[1]
     sessions = page.split('id="sessions"')[1].split("</section>")[0]
     assert f"{utc_now()[:10]} (no thread)" in sessions and '<span class="tag">archived</span>' in sessions
-    assert "<td class=\"wide-only\">3</td>" in sessions, "its visits"
+    assert '<td class="wide-only">3</td>' in sessions, "its visits"
     latest = page.split('id="recent"')[1]
     assert '<span class="tag">archived session</span>' in latest
     found = fetch(f"{dashboard}/users/alice/search?q=ice+cream")[1]

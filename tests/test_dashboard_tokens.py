@@ -3,7 +3,8 @@ tokens a page needs a token, and a token sees and changes its own user's memory 
 on every page the dashboard has. Without tokens (loopback only) it lists every user, as the local
 `memory-mcp dashboard` does.
 
-The same flows in a real browser (the token asked for once and kept in the tab): tests/browser/."""
+The same flows in a real browser (the token asked for once and kept in the tab):
+tests/browser/test_dashboard_behind_tokens.py."""
 
 from __future__ import annotations
 

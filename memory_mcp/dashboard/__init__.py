@@ -161,7 +161,7 @@ def create_app(
                 include_assistant_knowledge=True,
             )
         )
-        stored = service.latest_pages(memory.user_id, memory.agent_name, 10**9)
+        said = service.exchange_times(memory.user_id, memory.agent_name)
         everything = SearchFactsRequest.build(
             user_id=memory.user_id, agent_name=memory.agent_name, include_superseded=True, limit=MAX_FACTS_SHOWN
         )
@@ -179,14 +179,14 @@ def create_app(
             history=sorted(history, key=lambda fact: fact.validTo or "", reverse=True),
             over_time=weekly(
                 {
-                    "exchanges": (exchange.timestamp for exchange in stored),
+                    "exchanges": said,
                     "facts added": (fact.createdAt for fact in [*(profile.facts or []), *history]),
                     "facts superseded": (fact.validTo or "" for fact in history),
                 },
                 now().date(),
             ),
             categories=FACT_CATEGORIES,
-            recent=list(reversed(stored[-RECENT_EXCHANGES:])),
+            recent=list(reversed(service.latest_pages(memory.user_id, memory.agent_name, RECENT_EXCHANGES))),
             status_of=status_of,
             summary=service.scope_summary(memory.user_id, memory.agent_name),
             sessions=sessions[:SESSIONS_SHOWN],
@@ -216,35 +216,41 @@ def create_app(
             terms=set(index_terms(query)),
             exchanges=exchanges,
             facts=facts,
-            archived=_archived_pages(service, memory),
+            archived=service.archived_sessions(memory.user_id, memory.agent_name),
         )
 
     async def exchanges(request: Request, memory: Memory) -> Response:
         thread, day = request.query_params.get("thread"), request.query_params.get("day")
-        stored = service.latest_pages(memory.user_id, memory.agent_name, 10**9)
-        chosen = [
-            exchange
-            for exchange in reversed(stored)
-            if (thread is None or exchange.thread_id == thread) and (day is None or exchange.timestamp.startswith(day))
-        ]
+        chosen, total = service.find_pages(
+            memory.user_id,
+            memory.agent_name,
+            lambda exchange: (
+                (thread is None or exchange.thread_id == thread) and (day is None or exchange.timestamp.startswith(day))
+            ),
+            BROWSED_EXCHANGES,
+        )
         return page(
             request,
             "exchanges.html",
             memory=memory,
             thread=thread,
             day=day,
-            exchanges=chosen[:BROWSED_EXCHANGES],
-            total=len(chosen),
-            archived=_archived_pages(service, memory),
+            exchanges=chosen,
+            total=total,
+            archived=service.archived_sessions(memory.user_id, memory.agent_name),
         )
 
     async def exchange(request: Request, memory: Memory) -> Response:
         page_id = request.path_params["page_id"]
-        found = [p for p in service.latest_pages(memory.user_id, memory.agent_name, 10**9) if p.page_id == page_id]
+        found, _ = service.find_pages(memory.user_id, memory.agent_name, lambda p: p.page_id == page_id, 1)
         if not found:
             return refusal(request, 404, f"{memory.label} has no exchange {page_id}")
         return page(
-            request, "exchange_page.html", memory=memory, exchange=found[0], archived=_archived_pages(service, memory)
+            request,
+            "exchange_page.html",
+            memory=memory,
+            exchange=found[0],
+            archived=service.archived_sessions(memory.user_id, memory.agent_name),
         )
 
     async def add_fact(request: Request, memory: Memory) -> Response:
@@ -450,11 +456,6 @@ class _Warmer:
         threading.Thread(
             target=self.service.warm_up, args=(memory.user_id, memory.agent_name), name="dashboard-warm-up", daemon=True
         ).start()
-
-
-def _archived_pages(service: MemoryService, memory: Memory) -> set[str]:
-    """Sessions everyday retrieval no longer searches (by name, as session_of names them)."""
-    return {view.name for view in service.sessions(memory.user_id, memory.agent_name) if view.archived}
 
 
 def _typed_fact(form: FormData) -> dict[str, Any]:

@@ -19,6 +19,8 @@ _CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # where workContext becomes t
 def marked(text: str, terms: Iterable[str]) -> Markup:
     """`text`, escaped, with the words that match one of the query's index `terms` in <mark>."""
     wanted = set(terms)
+    if not wanted:
+        return escape(text)
     return Markup("").join(
         Markup("<mark>{}</mark>").format(part) if wanted & set(index_terms(part)) else escape(part)
         for part in _WORDS.split(text)
