@@ -23,6 +23,7 @@ from memory_mcp.config import Settings
 from memory_mcp.dashboard import create_app
 from memory_mcp.http_server import DASHBOARD_PATH
 from memory_mcp.models import AddFactRequest, AddMemoryRequest, ExportRequest, SearchFactsRequest
+from memory_mcp.models.requests import MAX_QUERY_CHARS
 from memory_mcp.service import MemoryService
 
 pytestmark = pytest.mark.integration
@@ -196,3 +197,27 @@ def test_without_tokens_the_mounted_dashboard_lists_everyone_on_loopback_only(tm
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(renamed, timeout=10)
         assert refused.value.code == 400
+
+
+def test_an_agents_memory_is_forgotten_from_its_page_and_its_user_keeps_theirs(
+    served: tuple[str, Path, dict[str, str], dict[str, str]],
+) -> None:
+    dashboard, data, tokens, _ = served
+    agent_page = f"{dashboard}/users/alice/agents/coach"
+    refused = ask(f"{agent_page}/forget", token=tokens["alice"], form={"confirm": "coach"})
+    assert refused.status == 400 and "Nothing was changed" in refused.body
+
+    forgotten = ask(f"{agent_page}/forget", token=tokens["alice"], form={"confirm": "alice"})
+    assert forgotten.status == 303 and forgotten.location == f"{dashboard}/users/alice"
+    assert ask(agent_page, token=tokens["alice"]).status == 404
+    page = ask(f"{dashboard}/users/alice", token=tokens["alice"])
+    assert page.status == 200 and ALICE_FACT in page.body and "agents/coach" not in page.body
+    assert ask(f"{dashboard}/users/bob/agents/coach", token=tokens["bob"]).status == 200, "bob's agent stays"
+
+
+def test_a_search_the_tools_would_refuse_is_a_page_that_says_why(
+    served: tuple[str, Path, dict[str, str], dict[str, str]],
+) -> None:
+    dashboard, _, tokens, _ = served
+    answer = ask(f"{dashboard}/users/alice/search?q=" + "x" * (MAX_QUERY_CHARS + 1), token=tokens["alice"])
+    assert answer.status == 400 and "Cannot be shown" in answer.body and "query" in answer.body

@@ -102,7 +102,7 @@ def create_app(
         return templates.TemplateResponse(request, name, values, status_code=status)
 
     def refusal(request: Request, status: int, message: str) -> HTMLResponse:
-        heading = "Not allowed" if status == 403 else "Not found"
+        heading = {400: "Cannot be shown", 403: "Not allowed"}.get(status, "Not found")
         return page(request, "missing.html", status=status, heading=heading, message=message)
 
     def cross_site(request: Request) -> Response | None:
@@ -127,7 +127,12 @@ def create_app(
                 return refusal(request, 404, str(exc))
             if not stored:
                 return refusal(request, 404, f"No memory is stored for {memory.label}.")
-            return await handler(request, memory)
+            try:
+                return await handler(request, memory)
+            except InvalidInput as exc:  # a search too long, say: changes say why on their own page
+                return refusal(request, 400, str(exc))
+            except NotFound as exc:  # forgotten meanwhile
+                return refusal(request, 404, str(exc))
 
         return route
 
@@ -327,7 +332,8 @@ def create_app(
                 ForgetRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, confirm=confirm)
             )
 
-        after = request.url_for("users") if memory.agent_name is None else memory.url(request, "user")
+        # A user forgotten leaves the list; an agent forgotten leaves its user's page.
+        after = request.url_for("users") if memory.agent_name is None else Memory(memory.user_id).url(request, "user")
         return await changing(request, memory, change, failed="forget", after=after)
 
     async def changing(
