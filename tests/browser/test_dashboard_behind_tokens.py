@@ -53,6 +53,7 @@ def test_the_token_is_asked_for_once_and_kept_in_the_tab_only(
     page.goto(token_dashboard.url("/"))
     expect(page.get_by_role("heading", level=1)).to_have_text("Open your memory")
     expect(page.get_by_label("Token", exact=True)).to_be_focused()
+    expect(page.get_by_role("button", name="Sign out")).to_have_count(0)  # nothing to sign out of yet
     screenshot(page, "token-ask-1400")
 
     page.get_by_label("Token", exact=True).fill("mm_not-a-token")
