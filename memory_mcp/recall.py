@@ -20,6 +20,7 @@ from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
 from memory_mcp.embeddings import VectorTable, fact_relevance
 from memory_mcp.errors import MemoryGone, StorageError
+from memory_mcp.index_snapshot import SnapshotKeeper
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.periods import Period, periods_in
@@ -72,6 +73,7 @@ class _ScopeCache:
     maintenance: threading.Thread | None = None  # saving visits in the background, if it is
     recent: _RecentWindow = field(default_factory=_RecentWindow)
     vectors: VectorTable | None = None  # with embeddings on, once a query vector came along
+    saved_pages: int = 0  # how many pages the index's saved snapshot covers
 
 
 class PageRecall:
@@ -92,6 +94,7 @@ class PageRecall:
         self._on_unembedded = on_unembedded
         self._caches: dict[Scope, _ScopeCache] = {}
         self._guard = threading.Lock()
+        self._snapshots = SnapshotKeeper(store)
 
     def drop(self, scopes: list[Scope]) -> None:
         """Forget what is cached for erased scopes."""
@@ -101,6 +104,7 @@ class PageRecall:
 
     def close(self) -> None:
         """Wait for background saves, then save whatever visits are still unsaved."""
+        self._snapshots.wait()
         with self._guard:
             caches = list(self._caches.items())
         for scope, cache in caches:
@@ -231,11 +235,15 @@ class PageRecall:
         cache = self._entry(scope)
         with cache.lock:
             if cache.generation != page_log.generation:
-                cache.index, cache.generation, cache.mask_key = LexicalIndex(), page_log.generation, None
-                cache.vectors = None
+                cache.index = self._snapshots.saved_index(scope, page_log)
+                cache.generation, cache.mask_key, cache.vectors = page_log.generation, None, None
+                cache.saved_pages = len(cache.index)
             pages = page_log.pages
             cache.index.extend([(_page_text(page), thread_key(page)) for page in pages[len(cache.index) : len(pages)]])
             cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
+            if self._snapshots.worth_saving(cache.saved_pages, len(cache.index)):
+                cache.saved_pages = len(cache.index)
+                self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
         return cache
 
     @staticmethod

@@ -60,6 +60,23 @@ QUERY_LENGTH_ODDS = 1.5
 BULK_BUILD_MIN_DOCUMENTS = 2000
 
 
+@dataclass(frozen=True)
+class IndexState:
+    """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
+    of `documents` (uint32), `weights` (float64) and `own` (uint8); `lengths` (float64) per
+    document; each thread's newest document, with its own term counts and the terms it has a
+    posting for (the next page of the thread lends it terms: into those postings, or new ones)."""
+
+    terms: list[str]
+    offsets: bytes | memoryview  # int64, len(terms) + 1
+    documents: bytes | memoryview
+    weights: bytes | memoryview
+    own: bytes | memoryview
+    lengths: bytes | memoryview
+    total_length: float
+    newest_by_thread: dict[str, tuple[int, dict[str, int], list[str]]]
+
+
 @dataclass
 class _LastPage:
     """The newest page of a thread, which its next page will still add to."""
@@ -206,6 +223,45 @@ class LexicalIndex:
             )
             for thread, (document, counts) in last_by_thread.items()
         }
+
+    def state(self) -> IndexState:
+        """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
+        terms = list(self._postings)
+        offsets = array("q", [0])
+        for term in terms:
+            offsets.append(offsets[-1] + len(self._postings[term].documents))
+        return IndexState(
+            terms=terms,
+            offsets=offsets.tobytes(),
+            documents=b"".join(self._postings[term].documents.tobytes() for term in terms),
+            weights=b"".join(self._postings[term].weights.tobytes() for term in terms),
+            own=b"".join(self._postings[term].own.tobytes() for term in terms),
+            lengths=self._lengths.tobytes(),
+            total_length=self._total_length,
+            newest_by_thread={
+                thread: (last.document, dict(last.counts), list(last.slots))
+                for thread, last in self._last_by_thread.items()
+            },
+        )
+
+    @classmethod
+    def from_state(cls, state: IndexState) -> LexicalIndex:
+        """The index `state` was taken from, able to grow as it could."""
+        index = cls()
+        ends = array("q")
+        ends.frombytes(state.offsets)
+        for number, term in enumerate(state.terms):
+            start, end = ends[number], ends[number + 1]
+            postings = index._postings[term] = _Postings()
+            postings.documents.frombytes(state.documents[start * 4 : end * 4])
+            postings.weights.frombytes(state.weights[start * 8 : end * 8])
+            postings.own.frombytes(state.own[start:end])
+        index._lengths.frombytes(state.lengths)
+        index._total_length = state.total_length
+        for thread, (document, counts, posted) in state.newest_by_thread.items():
+            slots = {term: bisect_left(index._postings[term].documents, document) for term in posted}
+            index._last_by_thread[thread] = _LastPage(document, Counter(counts), slots)
+        return index
 
     def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
         """Half of the new page's terms join the thread's previous page."""

@@ -38,6 +38,7 @@ LAYERS: dict[str, list[str]] = {
     "store": ["store"],
     "core": [
         "retrieval",
+        "index_snapshot",
         "context",
         "rules",
         "reply",

@@ -202,7 +202,7 @@ def test_without_tokens_the_mounted_dashboard_lists_everyone_on_loopback_only(tm
 def test_an_agents_memory_is_forgotten_from_its_page_and_its_user_keeps_theirs(
     served: tuple[str, Path, dict[str, str], dict[str, str]],
 ) -> None:
-    dashboard, data, tokens, _ = served
+    dashboard, _, tokens, _ = served
     agent_page = f"{dashboard}/users/alice/agents/coach"
     refused = ask(f"{agent_page}/forget", token=tokens["alice"], form={"confirm": "coach"})
     assert refused.status == 400 and "Nothing was changed" in refused.body

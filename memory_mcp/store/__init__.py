@@ -111,9 +111,19 @@ class MemoryStore(Protocol):
     ) -> None:
         """Erase these pages for good, their vectors too, and apply `change` to the document in
         the same step, given the positions the pages had (ascending; ids no longer stored are
-        skipped). The log gets a new generation when it loses a page. Readers see the document and
+        skipped). The log gets a new generation when it loses a page, and the saved word index goes
+        (it holds the words of the pages). Readers see the document and
         log before or after, never a mix (a backend without transactions finishes an erase a
         crash cut short on its next read). MemoryGone if the scope holds nothing."""
+
+    def read_index_snapshot(self, scope: Scope) -> bytes | None:
+        """The scope's saved word index as saved (index_snapshot.py decides whether it may be
+        used), or None when there is none."""
+
+    def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
+        """Save the scope's word index, made from its log at `generation`, in place of the one
+        before; False (nothing saved) when the log was replaced since or the scope erased, so a
+        snapshot never outlives the exchanges it was made from."""
 
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash

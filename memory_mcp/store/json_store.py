@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
 VECTORS_FILE = "vectors.jsonl"  # embeddings of the pages: derived, so a damaged line is recomputed
+INDEX_FILE = "index.snapshot"  # the word index of the pages: derived, so a damaged one is rebuilt
 USERS_DIR = "users"
 AGENTS_DIR = "agents"
 LOCKS_DIR = "locks"
@@ -361,6 +362,7 @@ class JsonStore:
             remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
             if target.name == PAGES_FILE:
                 state.log = None  # read again: a new file, a new generation
+                (target.parent / INDEX_FILE).unlink(missing_ok=True)  # it holds the erased pages' words
 
     def _pages_held(self, state: _ScopeState, scope: Scope, directory: Path) -> list[Page]:
         """The pages in the log now (held: log locks)."""
@@ -372,6 +374,37 @@ class JsonStore:
             return []
         assert state.log is not None
         return state.log.pages
+
+    def read_index_snapshot(self, scope: Scope) -> bytes | None:
+        try:
+            return read_bytes(self.scope_dir(scope) / INDEX_FILE)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("the saved word index of %s cannot be read (%s); it is built again", scope.describe(), exc)
+            return None
+
+    def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
+        """Written aside first, then checked against the log and put in place under the log's
+        locks, which an erase holds too: it lands before an erase (which removes it) or not at all."""
+        state = self._states.get(scope)
+        directory = self.scope_dir(scope)
+        path = directory / INDEX_FILE
+        with _os_errors(f"save the word index of {scope.describe()}"):
+            try:
+                aside = written_aside(path, data)
+            except FileNotFoundError:  # erased meanwhile
+                return False
+            try:
+                with state.log_lock, self._holding(state.log_file_lock, scope):
+                    self._pages_held(state, scope, directory)
+                    if state.log is None or state.log.generation != generation:
+                        return False
+                    put_in_place(aside, path)
+                    remove_stale_temps(path)
+                    return True
+            finally:
+                aside.unlink(missing_ok=True)
 
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,

@@ -119,6 +119,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        3,
+        "saved word indexes",
+        """
+        -- One saved word index per scope, made from its log at `generation` (derived data: a reader
+        -- checks it against the log before use). It goes with its scope (ON DELETE CASCADE).
+        CREATE TABLE {schema}.index_snapshots (
+            user_id     text COLLATE "C" NOT NULL,
+            agent_name  text COLLATE "C" NOT NULL,
+            generation  bigint NOT NULL,
+            data        bytea NOT NULL,
+            saved_at    timestamptz NOT NULL DEFAULT now(),
+            CONSTRAINT index_snapshots_pkey PRIMARY KEY (user_id, agent_name),
+            CONSTRAINT index_snapshots_scope_fkey FOREIGN KEY (user_id, agent_name)
+                REFERENCES {schema}.scopes (user_id, agent_name) ON DELETE CASCADE
+        );
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

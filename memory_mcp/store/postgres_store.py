@@ -27,6 +27,10 @@ PostgreSQL schema (default `memory_mcp`):
         never reused, so a reader that cached a version knows without fetching it whether the
         document changed.
 
+    index_snapshots (user_id, agent_name, generation, data bytea, saved_at)  PK (user_id, agent_name)
+        A saved word index (memory_mcp.index_snapshot), written only while the scope's generation
+        is the one it was made at, read only while it still is, and deleted by an erase of pages.
+
 How the JSON store's guarantees carry over:
 
 - Appends are one statement (auto-committed, hence durable when append_pages returns): it upserts
@@ -195,6 +199,20 @@ _QUERIES = {
     "erase_model_vectors": """
         DELETE FROM {schema}.page_vectors
         WHERE user_id = %(u)s AND agent_name = %(a)s AND model = %(model)s AND page_id = ANY(%(ids)s::text[])
+    """,
+    "read_index_snapshot": """
+        SELECT i.data FROM {schema}.index_snapshots i JOIN {schema}.scopes s USING (user_id, agent_name)
+        WHERE i.user_id = %(u)s AND i.agent_name = %(a)s AND i.generation = s.generation
+    """,
+    "write_index_snapshot": """
+        INSERT INTO {schema}.index_snapshots (user_id, agent_name, generation, data)
+        SELECT user_id, agent_name, generation, %(data)s FROM {schema}.scopes
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND generation = %(g)s
+        ON CONFLICT (user_id, agent_name)
+        DO UPDATE SET generation = EXCLUDED.generation, data = EXCLUDED.data, saved_at = now()
+    """,
+    "erase_index_snapshot": """
+        DELETE FROM {schema}.index_snapshots WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
@@ -519,12 +537,31 @@ class PostgresStore:
                     conn.execute(self._sql["close_positions"], moved)
                     conn.execute(self._sql["shorten_log"], {**names, "n": len(positions)})
                 conn.execute(self._sql["erase_page_vectors"], names)
+                conn.execute(self._sql["erase_index_snapshot"], names)
             return version, stored
 
         with state.update_lock:
             version, stored = self._run(f"erase exchanges of {scope.describe()}", work)
         with state.document_lock:
             state.document = _DocumentCache(version, stored)
+
+    def read_index_snapshot(self, scope: Scope) -> bytes | None:
+        user_id, agent = _key(scope)
+        row = self._run(
+            f"read the word index of {scope.describe()}",
+            lambda conn, _: conn.execute(self._sql["read_index_snapshot"], {"u": user_id, "a": agent}).fetchone(),
+        )
+        return None if row is None else bytes(row[0])
+
+    def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
+        """Saved only while the scope's generation is still `generation` (one statement)."""
+        user_id, agent = _key(scope)
+        params = {"u": user_id, "a": agent, "g": generation, "data": data}
+        written = self._run(
+            f"save the word index of {scope.describe()}",
+            lambda conn, _: conn.execute(self._sql["write_index_snapshot"], params).rowcount,
+        )
+        return written == 1
 
     def erase(self, scope: Scope) -> None:
         user_id, agent = _key(scope)

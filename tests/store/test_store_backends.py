@@ -759,7 +759,14 @@ def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree
     versions = pg.sql("SELECT version FROM {schema}.schema_migrations ORDER BY version")
     assert [row[0] for row in versions] == list(range(1, LATEST_VERSION + 1))
     tables = pg.sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [pg.schema])
-    assert [row[0] for row in tables] == ["documents", "page_vectors", "pages", "schema_migrations", "scopes"]
+    assert [row[0] for row in tables] == [
+        "documents",
+        "index_snapshots",
+        "page_vectors",
+        "pages",
+        "schema_migrations",
+        "scopes",
+    ]
     pg.store()  # and once more, with nothing to do
     assert len(pg.sql("SELECT version FROM {schema}.schema_migrations")) == LATEST_VERSION
 
@@ -1068,3 +1075,30 @@ def test_vectors_of_pages_erased_meanwhile_are_not_stored_and_erasing_vectors_sp
 
     assert store.read_vectors(USER, 0)[0] == [vector(0)]
     assert ids(backend.store().read_pages(USER).pages) == ["page_0000"]
+
+
+def test_a_saved_word_index_lives_only_as_long_as_the_log_it_was_made_from(backend: Backend) -> None:
+    store = backend.store()
+    assert store.read_index_snapshot(USER) is None
+    store.append_pages(USER, [make_page(n) for n in range(4)])
+    generation = store.read_pages(USER).generation
+    assert store.write_index_snapshot(USER, b"index of four pages", generation)
+    other = backend.store()  # as another process finds it
+    other.read_pages(USER)
+    assert other.read_index_snapshot(USER) == b"index of four pages"
+    store.append_page(USER, make_page(4))  # growing the log keeps it: the reader checks what it covers
+    assert store.write_index_snapshot(USER, b"index of five pages", store.read_pages(USER).generation)
+    assert other.read_index_snapshot(USER) == b"index of five pages"
+
+    store.erase_pages(USER, ["page_0002"], lambda document, _: document)
+    assert other.read_index_snapshot(USER) is None, "erasing pages takes the index holding their words"
+    assert not other.write_index_snapshot(USER, b"index made before the erase", generation)
+    assert store.read_index_snapshot(USER) is None
+
+    assert store.write_index_snapshot(USER, b"index after the erase", store.read_pages(USER).generation)
+    stale = store.read_pages(USER).generation
+    store.erase(USER)
+    assert other.read_index_snapshot(USER) is None, "forgetting takes it too"
+    store.append_page(USER, make_page(9))
+    assert not other.write_index_snapshot(USER, b"index of the forgotten log", stale)
+    assert backend.store().read_index_snapshot(USER) is None

@@ -1,0 +1,173 @@
+"""A saved copy of a scope's word index, so that a restart does not tokenise every exchange again.
+
+The index is derived data, so a snapshot is trusted only when all of this holds: it is whole (its
+SHA-256 trailer matches what precedes it), of this format, made by the tokeniser in use now (the
+terms of a probe sentence are saved with it and compared), and made from the same first pages the
+log holds now (a digest of their ids and threads). The pages added since are then indexed as
+usual. Anything else (a missing, damaged, stale or foreign snapshot) is not used: the index is
+built from the log, as without snapshots, and a new snapshot is saved.
+
+Layout: MAGIC, a 4-byte length and a JSON header, then the postings' documents (uint32),
+weights (float64) and own-marks (uint8), the document lengths (float64), and the trailer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import struct
+import threading
+from collections.abc import Sequence
+
+from memory_mcp.errors import StorageError
+from memory_mcp.models import Page
+from memory_mcp.pending import thread_key
+from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
+from memory_mcp.store import MemoryStore, PageLog, Scope
+from memory_mcp.terms import index_terms
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"memory-mcp word index\n"
+FORMAT = 1
+# Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
+PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
+_DIGEST_BYTES = 32
+_LENGTH = struct.Struct("<I")
+
+
+class UnusableSnapshot(ValueError):
+    """Why a snapshot cannot be used (damaged, another format, or made from other pages)."""
+
+
+def pages_digest(pages: Sequence[Page], count: int) -> str:
+    """What the index of the first `count` pages was made from: their ids and threads, in order."""
+    digest = hashlib.sha256()
+    for page in pages[:count]:
+        digest.update(f"{page.page_id}\t{thread_key(page)}\n".encode())
+    return digest.hexdigest()
+
+
+def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:
+    """A snapshot of `index`, made from the first len(index) of `pages`."""
+    state = index.state()
+    header = {
+        "format": FORMAT,
+        "probe": index_terms(PROBE),
+        "neighbour_weight": NEIGHBOUR_WEIGHT,
+        "pages": len(index),
+        "digest": pages_digest(pages, len(index)),
+        "terms": state.terms,
+        "entries": len(state.own),
+        "total_length": state.total_length,
+        "newest_by_thread": state.newest_by_thread,
+    }
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    body = b"".join(
+        [MAGIC, _LENGTH.pack(len(head)), head, state.offsets, state.documents, state.weights, state.own, state.lengths]
+    )
+    return body + hashlib.sha256(body).digest()
+
+
+def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
+    """The index a snapshot holds, if it may be used with the log's `pages` now; else
+    UnusableSnapshot saying why."""
+    whole = memoryview(data)  # slices of it are not copies: a snapshot at 100k exchanges is ~100 MB
+    body, trailer = whole[:-_DIGEST_BYTES], whole[-_DIGEST_BYTES:]
+    if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != trailer:
+        raise UnusableSnapshot("damaged (its checksum does not match)")
+    start = len(MAGIC) + _LENGTH.size
+    (head_length,) = _LENGTH.unpack_from(body, len(MAGIC))
+    header = json.loads(bytes(body[start : start + head_length]))
+    if header.get("format") != FORMAT or header.get("neighbour_weight") != NEIGHBOUR_WEIGHT:
+        raise UnusableSnapshot(f"of another format ({header.get('format')})")
+    if header.get("probe") != index_terms(PROBE):
+        raise UnusableSnapshot("made by another tokeniser")
+    count = header["pages"]
+    if count > len(pages) or header["digest"] != pages_digest(pages, count):
+        raise UnusableSnapshot("made from other exchanges than the log holds now")
+    terms, entries = header["terms"], header["entries"]
+    sizes = [8 * (len(terms) + 1), 4 * entries, 8 * entries, entries, 8 * count]
+    parts, position = [], start + head_length
+    for size in sizes:
+        parts.append(body[position : position + size])
+        position += size
+    if position != len(body):
+        raise UnusableSnapshot("damaged (its parts do not add up)")
+    offsets, documents, weights, own, lengths = parts
+    newest = {
+        thread: (document, counts, posted) for thread, (document, counts, posted) in header["newest_by_thread"].items()
+    }
+    return LexicalIndex.from_state(
+        IndexState(terms, offsets, documents, weights, own, lengths, header["total_length"], newest)
+    )
+
+
+class SnapshotKeeper:
+    """When to use a saved index and when to save one, for the scopes of one store.
+
+    A log of fewer than MIN_PAGES pages is indexed faster than a snapshot is checked; above it,
+    an index is saved once built, and again each time REFRESH_PAGES more pages were indexed, in
+    the background (the encoding under the scope's lock, the writing outside it)."""
+
+    MIN_PAGES = BULK_BUILD_MIN_DOCUMENTS
+    REFRESH_PAGES = 500
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._saving: dict[Scope, threading.Thread] = {}
+        self._guard = threading.Lock()
+
+    def saved_index(self, scope: Scope, page_log: PageLog) -> LexicalIndex:
+        """The saved index of the log's first pages if there is a usable one, else an empty index."""
+        if len(page_log.pages) < self.MIN_PAGES:
+            return LexicalIndex()
+        try:
+            data = self.store.read_index_snapshot(scope)
+            if data is None:
+                return LexicalIndex()
+            index = decode(data, page_log.pages)
+        except (UnusableSnapshot, ValueError, KeyError, TypeError) as exc:
+            log.info("the saved word index of %s is not used: %s; it is built again", scope.describe(), exc)
+            return LexicalIndex()
+        except StorageError as exc:
+            log.warning("the saved word index of %s cannot be read (%s); it is built again", scope.describe(), exc)
+            return LexicalIndex()
+        log.debug("word index of %s: %d exchanges from its snapshot", scope.describe(), len(index))
+        return index
+
+    def worth_saving(self, saved: int, indexed: int) -> bool:
+        """Whether an index of `indexed` pages is worth saving over one of `saved` pages."""
+        return indexed >= self.MIN_PAGES and indexed - saved >= (self.REFRESH_PAGES if saved else 1)
+
+    def save_soon(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
+        """Save the index in the background, unless a save of this scope is under way."""
+        with self._guard:
+            running = self._saving.get(scope)
+            if running is not None and running.is_alive():
+                return
+            worker = threading.Thread(
+                target=self._save, args=(scope, lock, index, page_log), name="index-snapshot", daemon=True
+            )
+            self._saving[scope] = worker
+        worker.start()
+
+    def wait(self) -> None:
+        """Let saves under way finish (a process that exits kills a daemon thread mid-write)."""
+        with self._guard:
+            running = list(self._saving.values())
+            self._saving.clear()
+        for worker in running:
+            worker.join()
+
+    def _save(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
+        with lock:
+            if len(index) > len(page_log.pages):  # grown from a newer read of the log: saved next time
+                return
+            data = encode(index, page_log.pages)
+        try:
+            if not self.store.write_index_snapshot(scope, data, page_log.generation):
+                log.debug("word index of %s not saved: its log changed meanwhile", scope.describe())
+        except StorageError as exc:
+            log.warning("the word index of %s was not saved (%s); the next start builds it", scope.describe(), exc)

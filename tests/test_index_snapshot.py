@@ -1,0 +1,232 @@
+"""The saved word index: a restart finds exactly what a fresh build finds, and a snapshot that is
+damaged, stale (its log rewritten, or the memory forgotten and written again) or written by several
+servers at once is never trusted wrongly. Through the core API, over the JSON files (the store's
+side, on both backends, is in tests/store/test_store_backends.py)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from memory_mcp.config import Settings
+from memory_mcp.index_snapshot import SnapshotKeeper, UnusableSnapshot, decode
+from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
+from memory_mcp.service import MemoryService
+from memory_mcp.store import Scope
+from memory_mcp.store.json_store import INDEX_FILE
+
+USER = Scope("alice")
+WORDS = (
+    "garden lake violin taxes recipe bread marathon kitten train harbour museum ticket doctor "
+    "birthday paint guitar winter summer river mountain coffee novel chess ferry bakery"
+).split()
+QUERIES = ["violin lessons by the lake", "bread recipe", "marathon training in winter", "ferry ticket harbour"]
+SIZE = SnapshotKeeper.MIN_PAGES + 200
+
+
+def conversation(count: int, start: int = 0) -> list[Page]:
+    """`count` exchanges numbered from `start`, in 37 threads, of words drawn from WORDS."""
+    rng = random.Random(start)
+    return [
+        Page(
+            page_id=f"page_{n:05d}",
+            user_input=" ".join(rng.choices(WORDS, k=8)),
+            agent_response=" ".join(rng.choices(WORDS, k=6)),
+            timestamp=f"2025-03-{1 + n % 28:02d}T10:00:00Z",
+            thread_id=f"thread-{n % 37}",
+        )
+        for n in range(start, start + count)
+    ]
+
+
+def service_over(data: Path) -> MemoryService:
+    return MemoryService(Settings(data_storage_path=data))
+
+
+def rankings(service: MemoryService) -> list[list[tuple[str, float]]]:
+    return [
+        [
+            (found.page_id, found.score)
+            for found in service.search_exchanges(
+                RetrieveMemoryRequest.build(user_id=USER.user_id, query=query, max_results=30)
+            )
+        ]
+        for query in QUERIES
+    ]
+
+
+def built_afresh(data: Path) -> list[list[tuple[str, float]]]:
+    """What a service finds with no snapshot to start from (the snapshot set aside meanwhile)."""
+    snapshot = data / "users" / "alice" / INDEX_FILE
+    kept = snapshot.read_bytes() if snapshot.exists() else None
+    snapshot.unlink(missing_ok=True)
+    service = service_over(data)
+    try:
+        return rankings(service)
+    finally:
+        service.close()
+        if kept is not None:
+            snapshot.write_bytes(kept)
+
+
+def saved(data: Path, pages: int) -> Path:
+    """A memory of `pages` exchanges whose word index was built and saved once."""
+    service = service_over(data)
+    service.store.append_pages(USER, conversation(pages))
+    rankings(service)
+    service.close()  # waits for the save
+    snapshot = data / "users" / "alice" / INDEX_FILE
+    assert snapshot.exists()
+    return snapshot
+
+
+@pytest.fixture
+def told(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.DEBUG, logger="memory_mcp.index_snapshot")
+    return caplog
+
+
+def test_a_restart_finds_from_the_saved_index_and_the_pages_since_what_a_fresh_build_finds(
+    tmp_path: Path, told: pytest.LogCaptureFixture
+) -> None:
+    saved(tmp_path, SIZE)
+    adding = service_over(tmp_path)  # more exchanges, continuing the threads, after the save
+    for page in conversation(40, start=SIZE):
+        adding.add_memory(
+            AddMemoryRequest.build(
+                user_id="alice",
+                user_input=page.user_input,
+                agent_response=page.agent_response,
+                thread_id=page.thread_id,
+            )
+        )
+    adding.close()
+
+    restarted = service_over(tmp_path)
+    found = rankings(restarted)
+    restarted.close()
+
+    assert f"{SIZE} exchanges from its snapshot" in told.text
+    assert found == built_afresh(tmp_path)
+    assert all(found), "each query finds exchanges"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1 :],
+        lambda data: data[: len(data) // 2],
+        lambda data: b"not an index at all",
+        lambda data: b"",
+    ],
+    ids=["a flipped bit", "cut in half", "another file", "empty"],
+)
+def test_a_damaged_snapshot_is_not_used_and_a_sound_one_takes_its_place(
+    tmp_path: Path, told: pytest.LogCaptureFixture, damage: object
+) -> None:
+    snapshot = saved(tmp_path, SIZE)
+    expected = built_afresh(tmp_path)
+    snapshot.write_bytes(damage(snapshot.read_bytes()))  # type: ignore[operator]
+
+    service = service_over(tmp_path)
+    found = rankings(service)
+    service.close()
+
+    assert "is not used" in told.text and "from its snapshot" not in told.text
+    assert found == expected
+    pages = service_over(tmp_path).store.read_pages(USER).pages
+    assert len(decode(snapshot.read_bytes(), pages)) == SIZE, "saved again, whole"
+
+
+def test_a_snapshot_of_a_rewritten_log_is_never_used(tmp_path: Path, told: pytest.LogCaptureFixture) -> None:
+    snapshot = saved(tmp_path, SIZE)
+    old = snapshot.read_bytes()
+    service = service_over(tmp_path)
+    service.store.append_page(
+        USER,
+        Page(
+            page_id="page_secret",
+            user_input="my zanzibar passport number",
+            agent_response="noted",
+            timestamp="2025-04-01T10:00:00Z",
+        ),
+    )
+    rankings(service)
+    service.store.erase_pages(USER, ["page_00007", "page_secret"], lambda document, _: document)
+    service.close()
+    assert not snapshot.exists(), "erasing pages takes the saved index, which holds their words"
+
+    snapshot.write_bytes(old)  # a stale copy put back: the log no longer starts with those pages
+    restarted = service_over(tmp_path)
+    found = rankings(restarted)
+    zanzibar = restarted.search_exchanges(RetrieveMemoryRequest.build(user_id="alice", query="zanzibar passport"))
+    restarted.close()
+
+    assert "made from other exchanges than the log holds now" in told.text
+    assert found == built_afresh(tmp_path)
+    assert zanzibar == []
+
+
+def test_a_snapshot_of_forgotten_memory_is_never_used_for_what_is_written_after(
+    tmp_path: Path, told: pytest.LogCaptureFixture
+) -> None:
+    old = saved(tmp_path, SIZE).read_bytes()
+    service = service_over(tmp_path)
+    service.store.erase(USER)
+    service.store.append_pages(USER, conversation(SIZE, start=50_000))  # new exchanges, new ids
+    service.close()
+    (tmp_path / "users" / "alice" / INDEX_FILE).write_bytes(old)
+
+    restarted = service_over(tmp_path)
+    found = rankings(restarted)
+    restarted.close()
+
+    assert "made from other exchanges" in told.text
+    assert found == built_afresh(tmp_path)
+    assert {page_id for ranking in found for page_id, _ in ranking} <= {f"page_{n:05d}" for n in range(50_000, 60_000)}
+
+
+def test_servers_adding_and_saving_at_once_leave_a_snapshot_that_holds_or_is_refused(tmp_path: Path) -> None:
+    first = service_over(tmp_path)
+    first.store.append_pages(USER, conversation(SnapshotKeeper.MIN_PAGES))
+    first.close()
+    errors: list[BaseException] = []
+
+    def server(number: int) -> None:
+        try:
+            service = service_over(tmp_path)  # a store of its own, as another process has
+            for n, page in enumerate(conversation(60, start=100_000 * (number + 1))):
+                service.add_memory(
+                    AddMemoryRequest.build(
+                        user_id="alice", user_input=page.user_input, agent_response=page.agent_response
+                    )
+                )
+                if n % 20 == 0:
+                    rankings(service)  # builds (or catches up) its index, and saves it
+            service.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    servers = [threading.Thread(target=server, args=(number,)) for number in range(3)]
+    for each in servers:
+        each.start()
+    for each in servers:
+        each.join()
+    assert errors == []
+
+    pages = service_over(tmp_path).store.read_pages(USER).pages
+    assert len(pages) == SnapshotKeeper.MIN_PAGES + 180
+    snapshot = (tmp_path / "users" / "alice" / INDEX_FILE).read_bytes()
+    try:
+        covered = len(decode(snapshot, pages))
+    except UnusableSnapshot as exc:
+        pytest.fail(f"the last snapshot written is a sound one of this log, yet: {exc}")
+    assert SnapshotKeeper.MIN_PAGES <= covered <= len(pages)
+    restarted = service_over(tmp_path)
+    found = rankings(restarted)
+    restarted.close()
+    assert found == built_afresh(tmp_path)
