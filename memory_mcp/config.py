@@ -58,6 +58,13 @@ class MemorySettings(BaseModel):
     similarity_weight: float = Field(0.6, ge=0, le=1, description="Weight of query similarity when ranking facts.")
     confidence_weight: float = Field(0.4, ge=0, le=1, description="Weight of confidence when ranking facts.")
     max_concurrent_updates: int = Field(2, ge=1, le=16, description="Users whose memory is updated at the same time.")
+    cached_scopes: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Users (and agents) whose exchanges and search index stay in memory; beyond them the least "
+        "recently used are let go and read again when next asked for (from the saved index when they are large).",
+    )
     llm_timeout_seconds: float = Field(60, gt=0, le=600, description="Longest wait for one LLM reply.")
     llm_max_attempts: int = Field(
         3, ge=1, le=10, description="Tries per update on timeouts, 429 and 5xx; then it waits and retries later."

@@ -11,6 +11,7 @@ import heapq
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,9 +93,10 @@ class PageRecall:
         self.store = store
         self._on_hot = on_hot
         self._on_unembedded = on_unembedded
-        self._caches: dict[Scope, _ScopeCache] = {}
+        self._caches: OrderedDict[Scope, _ScopeCache] = OrderedDict()  # least recently used first
         self._guard = threading.Lock()
         self._snapshots = SnapshotKeeper(store)
+        self._leaving: list[threading.Thread] = []  # saving the visits of caches let go
 
     def drop(self, scopes: list[Scope]) -> None:
         """Forget what is cached for erased scopes."""
@@ -102,11 +104,19 @@ class PageRecall:
             for scope in scopes:
                 self._caches.pop(scope, None)
 
+    def cached(self) -> int:
+        """How many scopes' indexes and session tables are in memory now."""
+        with self._guard:
+            return len(self._caches)
+
     def close(self) -> None:
         """Wait for background saves, then save whatever visits are still unsaved."""
         self._snapshots.wait()
         with self._guard:
             caches = list(self._caches.items())
+            leaving, self._leaving = self._leaving, []
+        for worker in leaving:
+            worker.join()
         for scope, cache in caches:
             running = cache.maintenance
             if running is not None:
@@ -226,9 +236,32 @@ class PageRecall:
             return cache.index.search(query, limit, among_first=among_first)
 
     def _entry(self, scope: Scope) -> _ScopeCache:
-        """The scope's cache as it is (made empty on first use)."""
+        """The scope's cache as it is (made empty on first use); the least recently used beyond
+        `memory.cached_scopes` are let go."""
         with self._guard:
-            return self._caches.setdefault(scope, _ScopeCache())
+            cache = self._caches.get(scope)
+            if cache is None:
+                cache = self._caches[scope] = _ScopeCache()
+            self._caches.move_to_end(scope)
+            let_go = [
+                self._caches.popitem(last=False) for _ in range(len(self._caches) - self.settings.memory.cached_scopes)
+            ]
+        for old_scope, old in let_go:
+            self._let_go(old_scope, old)
+        return cache
+
+    def _let_go(self, scope: Scope, cache: _ScopeCache) -> None:
+        """A cache no longer kept: its unsaved visits are saved first, in the background. (A search
+        still using it finishes with it; a visit it counts after this is not saved.)"""
+        with cache.lock:
+            if not cache.sessions.unsaved_visits or cache.maintenance is not None:
+                return
+            worker = cache.maintenance = threading.Thread(
+                target=self._maintain_sessions, args=(scope, cache), name="visits-of-let-go", daemon=True
+            )
+        with self._guard:
+            self._leaving = [each for each in self._leaving if each.is_alive()] + [worker]
+        worker.start()
 
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""

@@ -450,6 +450,7 @@ class MemoryService:
             llm_base_url=_without_credentials(self.settings.openai_base_url),
             token_counter=self._tokens.method,  # type: ignore[arg-type]
             queued_updates=self._updates.queued(),
+            scopes_in_memory=self._recall.cached(),
             last_update_errors=errors,
             notes=notes,
         )

@@ -135,6 +135,7 @@ RESULT_FIELDS = {
         "llm_base_url",
         "token_counter",
         "queued_updates",
+        "scopes_in_memory",
         "last_update_errors",
         "notes",
     },

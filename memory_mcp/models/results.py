@@ -177,6 +177,11 @@ class StatusResult(BaseModel):
     llm_base_url: str | None
     token_counter: Literal["tiktoken", "char"]
     queued_updates: int
+    scopes_in_memory: int = Field(
+        0,
+        description="Users and agents whose search index this process holds now (memory.cached_scopes at most, "
+        "give or take those in use).",
+    )
     last_update_errors: list[str]
     notes: list[str] = Field(default_factory=list)
 

@@ -183,10 +183,15 @@ def open_store(settings: Settings) -> MemoryStore:
             schema=storage.postgres_schema,
             max_connections=storage.max_connections,
             lock_timeout=storage.lock_timeout_seconds,
+            cached_scopes=settings.memory.cached_scopes,
         )
     from memory_mcp.store.json_store import JsonStore
 
-    return JsonStore(settings.data_storage_path, lock_timeout=storage.lock_timeout_seconds)
+    return JsonStore(
+        settings.data_storage_path,
+        lock_timeout=storage.lock_timeout_seconds,
+        cached_scopes=settings.memory.cached_scopes,
+    )
 
 
 def already_stored(scope: Scope, page_ids: Sequence[str]) -> StorageError:

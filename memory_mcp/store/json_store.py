@@ -66,7 +66,7 @@ from memory_mcp.store.durable import (
     rename_durably,
     written_aside,
 )
-from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,7 @@ class _ScopeState:
     update_file_lock: FileLock
     log: _LogCache | None = None
     document: _DocumentCache | None = None
+    dropped: _LogCache | None = None  # where the log was when its cache was let go (no pages)
 
 
 class JsonStore:
@@ -143,11 +144,13 @@ class JsonStore:
     that one call with a StorageError; every other user goes on being served.
     """
 
-    def __init__(self, root: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+    def __init__(
+        self, root: Path, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, cached_scopes: int | None = None
+    ) -> None:
         self.root = root
         self.location = str(root)
         self.lock_timeout = lock_timeout
-        self._states = ScopeStates(self._new_state)
+        self._states = ScopeStates(self._new_state, cached_scopes, _drop_cached)
         self._tidy()
 
     # --- layout ---------------------------------------------------------------------------
@@ -361,7 +364,7 @@ class JsonStore:
             put_in_place(temp, target)
             remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
             if target.name == PAGES_FILE:
-                state.log = None  # read again: a new file, a new generation
+                state.log = state.dropped = None  # read again: a new file, a new generation
                 (target.parent / INDEX_FILE).unlink(missing_ok=True)  # it holds the erased pages' words
 
     def _pages_held(self, state: _ScopeState, scope: Scope, directory: Path) -> list[Page]:
@@ -425,7 +428,7 @@ class JsonStore:
                 return
             rename_durably(directory, tombstone)
             for known in self._states.erased(scope):
-                known.log = known.document = None
+                known.log = known.document = known.dropped = None
         with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
             remove_tree(tombstone)
 
@@ -447,8 +450,12 @@ class JsonStore:
         size = os.fstat(fd).st_size
         identity = (os.fstat(fd).st_ino, _first_record(fd))
         cache = state.log
-        if cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
+        if cache is None and _continued(state.dropped, identity, size):
+            assert state.dropped is not None
+            cache = state.log = _LogCache(identity=identity, generation=state.dropped.generation)  # read again
+        elif cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
             cache = state.log = _LogCache(identity=identity)
+        state.dropped = None
         if size <= cache.end:
             return
         with contextlib.ExitStack() as held:
@@ -709,6 +716,28 @@ def _first_record(fd: int) -> bytes:
             return b""
         data += chunk
     return data[: data.index(b"\n") + 1]
+
+
+def _drop_cached(state: _ScopeState) -> bool:
+    """Let go of a scope's cached pages and document, unless a thread is using them right now.
+    Where the log was is noted, so that reading it again keeps its generation if it only grew."""
+
+    def drop() -> None:
+        if state.log is not None:
+            state.dropped = _LogCache(identity=state.log.identity, generation=state.log.generation, end=state.log.end)
+        state.log = state.document = None
+
+    return done_when_idle([state.log_lock, state.document_lock], drop)
+
+
+def _continued(dropped: _LogCache | None, identity: tuple[int, bytes], size: int) -> bool:
+    """Whether the log file is the one whose cache was let go, only grown since."""
+    return (
+        dropped is not None
+        and dropped.identity[0] == identity[0]
+        and size >= dropped.end
+        and _same_start(dropped, identity)
+    )
 
 
 def _same_start(cache: _LogCache, identity: tuple[int, bytes]) -> bool:

@@ -81,7 +81,7 @@ from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import PageLog, PageVector, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
-from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +240,16 @@ class _ScopeState:
     document: _DocumentCache | None = None
 
 
+def _drop_cached(state: _ScopeState) -> bool:
+    """Let go of a scope's cached pages and document, unless a thread is using them right now (the
+    generation is the database's, so reading them again changes nothing else)."""
+
+    def drop() -> None:
+        state.log = state.document = None
+
+    return done_when_idle([state.log_lock, state.document_lock], drop)
+
+
 @dataclass
 class _Attempt:
     number: int
@@ -269,6 +279,7 @@ class PostgresStore:
         pool_timeout: float = 10.0,
         max_lock_connections: int = 64,
         lock_timeout: float = 30.0,
+        cached_scopes: int | None = None,
     ) -> None:
         self.schema = check_schema_name(schema)
         self._secrets = _secrets_of(dsn)
@@ -289,7 +300,7 @@ class PostgresStore:
         self._statement_timeout_ms = max(1, round(statement_timeout * 1000))
         self._lock_timeout_ms = max(1, round(lock_timeout * 1000))
         self._pool_timeout = pool_timeout
-        self._states = ScopeStates(lambda _scope: _ScopeState())
+        self._states = ScopeStates(lambda _scope: _ScopeState(), cached_scopes, _drop_cached)
 
         with self._connect(f"connect to PostgreSQL at {self.location}") as conn:
             try:

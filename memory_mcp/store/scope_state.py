@@ -4,6 +4,7 @@ far, grown in place by this process's own appends; and its locks, taken at once 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -16,19 +17,53 @@ StateT = TypeVar("StateT")
 
 class ScopeStates(Generic[StateT]):
     """Per-scope state, made on first use and then kept, erase or not: a thread may hold one of
-    its locks while another erases the scope, and both must mean the same lock."""
+    its locks while another erases the scope, and both must mean the same lock.
 
-    def __init__(self, make: Callable[[Scope], StateT]) -> None:
+    What a state caches (pages, document) is kept for the `cached` most recently used scopes
+    only: beyond them, `drop_cached(state)` lets go of the least recently used one's, unless it
+    is in use right now (it returns False), and the next read of that scope reads it again."""
+
+    def __init__(
+        self,
+        make: Callable[[Scope], StateT],
+        cached: int | None = None,
+        drop_cached: Callable[[StateT], bool] | None = None,
+    ) -> None:
         self._make = make
         self._states: dict[Scope, StateT] = {}
         self._guard = threading.Lock()
+        self._cached = cached
+        self._drop_cached = drop_cached
+        self._recent: OrderedDict[Scope, None] = OrderedDict()
 
     def get(self, scope: Scope) -> StateT:
         with self._guard:
             state = self._states.get(scope)
             if state is None:
                 state = self._states[scope] = self._make(scope)
-            return state
+            self._recent[scope] = None
+            self._recent.move_to_end(scope)
+            overflow = self._overflow()
+        for old_scope, old in overflow:
+            if not self._drop_cached(old):  # type: ignore[misc]  # in use: it counts as recent
+                with self._guard:
+                    self._recent[old_scope] = None
+        return state
+
+    def cached(self) -> int:
+        """How many scopes may hold cached state now (at most `cached`, give or take those in use)."""
+        with self._guard:
+            return len(self._recent)
+
+    def _overflow(self) -> list[tuple[Scope, StateT]]:
+        """The least recently used scopes beyond the budget, taken off the recent list (held: guard)."""
+        if self._cached is None or self._drop_cached is None:
+            return []
+        overflow = []
+        while len(self._recent) > self._cached:
+            oldest, _ = self._recent.popitem(last=False)
+            overflow.append((oldest, self._states[oldest]))
+        return overflow
 
     def erased(self, scope: Scope) -> list[StateT]:
         """The known states an erase of `scope` touches: its own, and for a user their agents'."""
@@ -62,3 +97,19 @@ class CachedLog:
 def acquire(lock: threading.Lock, wait: float) -> bool:
     """Take `lock` at once (wait 0) or within `wait` seconds."""
     return lock.acquire(timeout=wait) if wait > 0 else lock.acquire(blocking=False)
+
+
+def done_when_idle(locks: Sequence[threading.Lock], work: Callable[[], None]) -> bool:
+    """Do `work` holding every one of `locks` if each is free right now (never waiting, so it
+    cannot deadlock whatever order others take them in); False when one is taken."""
+    held: list[threading.Lock] = []
+    try:
+        for lock in locks:
+            if not lock.acquire(blocking=False):
+                return False
+            held.append(lock)
+        work()
+        return True
+    finally:
+        for lock in reversed(held):
+            lock.release()
