@@ -59,7 +59,7 @@ def run_http(plan: HttpPlan, texts: Texts, questions: list[str], work_parent: Pa
     """One throughput run; the figures as a dict (with "error" if it could not run)."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-http-{plan.backend}-", dir=work_parent))
     schema = new_schema_name("http") if plan.backend == "postgres" else None
-    servers: list[_Server] = []
+    servers: list[ServerProcess] = []
     result: dict = {"plan": plan.__dict__ | {"dsn": None}}
     try:
         users = [f"bench-http-{number}" for number in range(1, plan.clients + 1)]
@@ -71,7 +71,7 @@ def run_http(plan: HttpPlan, texts: Texts, questions: list[str], work_parent: Pa
         _seed(settings_for(plan.backend, work / "data", plan.dsn, schema), users, plan.seeded_pages, texts)
         result["seed_seconds"] = round(time.perf_counter() - t0, 1)
         tokens = [_issue_token(config, user, env) for user in users]
-        servers = [_Server(config, work / f"server-{n}.log", env) for n in range(plan.instances)]
+        servers = [ServerProcess(config, work / f"server-{n}.log", env) for n in range(plan.instances)]
         for server in servers:
             server.wait_ready()
         result |= _drive(plan, servers, users, tokens, texts, questions)
@@ -136,7 +136,7 @@ def _issue_token(config: Path, user: str, env: dict[str, str]) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-class _Server:
+class ServerProcess:
     """`python -m memory_mcp --transport streamable-http` on a free loopback port."""
 
     def __init__(self, config: Path, log_path: Path, env: dict[str, str]) -> None:
@@ -186,7 +186,7 @@ class _Server:
             return ""
 
 
-def _drive(plan: HttpPlan, servers: list[_Server], users, tokens, texts: Texts, questions: list[str]) -> dict:
+def _drive(plan: HttpPlan, servers: list[ServerProcess], users, tokens, texts: Texts, questions: list[str]) -> dict:
     import anyio
 
     logs = [_ClientLog() for _ in users]
@@ -291,7 +291,7 @@ def _postgres_cpu_seconds() -> float | None:
     return total if found else None
 
 
-def _cpu_snapshot(servers: list[_Server]) -> dict[str, float | None]:
+def _cpu_snapshot(servers: list[ServerProcess]) -> dict[str, float | None]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     snapshot: dict[str, float | None] = {
         f"server {number + 1}": server.cpu_seconds() for number, server in enumerate(servers)

@@ -7,8 +7,8 @@ log holds now (a digest of their ids and threads). The pages added since are the
 usual. Anything else (a missing, damaged, stale or foreign snapshot) is not used: the index is
 built from the log, as without snapshots, and a new snapshot is saved.
 
-Layout: MAGIC, a 4-byte length and a JSON header, then the postings' documents (uint32),
-weights (float64) and own-marks (uint8), the document lengths (float64), and the trailer.
+Layout: MAGIC, a 4-byte length and a JSON header, the term offsets (int64), the postings (float32
+pairs of document and signed weight), the document lengths (float64), and the trailer.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from memory_mcp.terms import index_terms
 log = logging.getLogger(__name__)
 
 MAGIC = b"memory-mcp word index\n"
-FORMAT = 1
+FORMAT = 2  # 2: postings as float32 (document, weight) pairs
 # Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
 PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
 _DIGEST_BYTES = 32
@@ -59,14 +59,12 @@ def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:
         "pages": len(index),
         "digest": pages_digest(pages, len(index)),
         "terms": state.terms,
-        "entries": len(state.own),
+        "entries": len(state.entries) // 8,
         "total_length": state.total_length,
         "newest_by_thread": state.newest_by_thread,
     }
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
-    body = b"".join(
-        [MAGIC, _LENGTH.pack(len(head)), head, state.offsets, state.documents, state.weights, state.own, state.lengths]
-    )
+    body = b"".join([MAGIC, _LENGTH.pack(len(head)), head, state.offsets, state.entries, state.lengths])
     return body + hashlib.sha256(body).digest()
 
 
@@ -88,20 +86,18 @@ def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
     if count > len(pages) or header["digest"] != pages_digest(pages, count):
         raise UnusableSnapshot("made from other exchanges than the log holds now")
     terms, entries = header["terms"], header["entries"]
-    sizes = [8 * (len(terms) + 1), 4 * entries, 8 * entries, entries, 8 * count]
+    sizes = [8 * (len(terms) + 1), 8 * entries, 8 * count]
     parts, position = [], start + head_length
     for size in sizes:
         parts.append(body[position : position + size])
         position += size
     if position != len(body):
         raise UnusableSnapshot("damaged (its parts do not add up)")
-    offsets, documents, weights, own, lengths = parts
+    offsets, postings, lengths = parts
     newest = {
         thread: (document, counts, posted) for thread, (document, counts, posted) in header["newest_by_thread"].items()
     }
-    return LexicalIndex.from_state(
-        IndexState(terms, offsets, documents, weights, own, lengths, header["total_length"], newest)
-    )
+    return LexicalIndex.from_state(IndexState(terms, offsets, postings, lengths, header["total_length"], newest))
 
 
 class SnapshotKeeper:

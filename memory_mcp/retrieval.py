@@ -34,7 +34,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -58,26 +58,25 @@ SHORT_QUERY_TERMS = 5
 QUERY_LENGTH_ODDS = 1.5
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
+MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
 
 
 @dataclass(frozen=True)
 class IndexState:
     """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
-    of `documents` (uint32), `weights` (float64) and `own` (uint8); `lengths` (float64) per
-    document; each thread's newest document, with its own term counts and the terms it has a
-    posting for (the next page of the thread lends it terms: into those postings, or new ones)."""
+    of `entries` (float32 pairs, as _Postings holds them); `lengths` (float64) per document; each
+    thread's newest document, with its own term counts and the terms it has a posting for (the
+    next page of the thread lends it terms: into those postings, or new ones)."""
 
     terms: list[str]
     offsets: bytes | memoryview  # int64, len(terms) + 1
-    documents: bytes | memoryview
-    weights: bytes | memoryview
-    own: bytes | memoryview
+    entries: bytes | memoryview
     lengths: bytes | memoryview
     total_length: float
     newest_by_thread: dict[str, tuple[int, dict[str, int], list[str]]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _LastPage:
     """The newest page of a thread, which its next page will still add to."""
 
@@ -86,14 +85,19 @@ class _LastPage:
     slots: dict[str, int]  # term -> index of this document's entry in the term's postings
 
 
-@dataclass
-class _Postings:
-    """The documents holding a term, ascending; its weight in each; whether each holds it itself
-    (1) or only through a neighbour (0)."""
+def _new_postings() -> array[float]:
+    """A term's postings: one float32 array of (document, weight) pairs, documents ascending, the
+    weight negative where the document holds the term only through a neighbour. One array per
+    term, not three, and four bytes a number: an index of a hundred exchanges holds some 1,500
+    terms, and the objects around small postings cost more than the postings themselves (0.66 MB
+    per such user with three arrays). Both numbers are exact in float32: weights are multiples
+    of one half, and documents stay below MAX_DOCUMENTS."""
+    return array("f")
 
-    documents: array[int] = field(default_factory=lambda: array("I"))
-    weights: array[float] = field(default_factory=lambda: array("d"))
-    own: array[int] = field(default_factory=lambda: array("B"))
+
+def _entry_of(postings: array[float], document: int) -> int:
+    """The place of `document`'s entry in a term's postings (or where it would go)."""
+    return bisect_left(range(len(postings) // 2), document, key=lambda entry: postings[2 * entry])
 
 
 class LexicalIndex:
@@ -107,7 +111,7 @@ class LexicalIndex:
     B = 0.75
 
     def __init__(self) -> None:
-        self._postings: dict[str, _Postings] = {}
+        self._postings: dict[str, array[float]] = {}
         self._lengths: array[float] = array("d")
         self._total_length = 0.0
         self._last_by_thread: dict[str, _LastPage] = {}
@@ -201,25 +205,24 @@ class LexicalIndex:
 
         self._lengths = array("d", lengths.tobytes())
         self._total_length = float(lengths.sum())
-        starts, posted, weights = by_term.indptr, by_term.indices.astype(np.uint32), by_term.data
+        starts, weights = by_term.indptr, by_term.data
+        pairs = np.empty((len(weights), 2), dtype=np.float32)
+        pairs[:, 0] = by_term.indices
         del by_term
-        owned = (weights >= OWN_MARK).astype(np.uint8)
-        weights -= owned * OWN_MARK
+        owned = weights >= OWN_MARK
+        pairs[:, 1] = np.where(owned, weights - OWN_MARK, -weights)
+        del weights, owned
         self._postings = {
-            term: _Postings(
-                array("I", posted[starts[column] : starts[column + 1]].tobytes()),
-                array("d", weights[starts[column] : starts[column + 1]].tobytes()),
-                array("B", owned[starts[column] : starts[column + 1]].tobytes()),
-            )
-            for column, term in enumerate(terms)
+            term: array("f", pairs[starts[column] : starts[column + 1]].tobytes()) for column, term in enumerate(terms)
         }
+        del pairs
         # Each thread's newest page, with its place in each of its terms' postings (sorted by
         # document here), so that the next page `add`s to the thread can lend it terms.
         self._last_by_thread = {
             thread: _LastPage(
                 document,
                 counts,
-                {term: bisect_left(self._postings[term].documents, document) for term in newest_terms[thread]},
+                {term: _entry_of(self._postings[term], document) for term in newest_terms[thread]},
             )
             for thread, (document, counts) in last_by_thread.items()
         }
@@ -229,13 +232,11 @@ class LexicalIndex:
         terms = list(self._postings)
         offsets = array("q", [0])
         for term in terms:
-            offsets.append(offsets[-1] + len(self._postings[term].documents))
+            offsets.append(offsets[-1] + len(self._postings[term]) // 2)
         return IndexState(
             terms=terms,
             offsets=offsets.tobytes(),
-            documents=b"".join(self._postings[term].documents.tobytes() for term in terms),
-            weights=b"".join(self._postings[term].weights.tobytes() for term in terms),
-            own=b"".join(self._postings[term].own.tobytes() for term in terms),
+            entries=b"".join(self._postings[term].tobytes() for term in terms),
             lengths=self._lengths.tobytes(),
             total_length=self._total_length,
             newest_by_thread={
@@ -251,15 +252,12 @@ class LexicalIndex:
         ends = array("q")
         ends.frombytes(state.offsets)
         for number, term in enumerate(state.terms):
-            start, end = ends[number], ends[number + 1]
-            postings = index._postings[term] = _Postings()
-            postings.documents.frombytes(state.documents[start * 4 : end * 4])
-            postings.weights.frombytes(state.weights[start * 8 : end * 8])
-            postings.own.frombytes(state.own[start:end])
+            postings = index._postings[term] = _new_postings()
+            postings.frombytes(state.entries[ends[number] * 8 : ends[number + 1] * 8])
         index._lengths.frombytes(state.lengths)
         index._total_length = state.total_length
         for thread, (document, counts, posted) in state.newest_by_thread.items():
-            slots = {term: bisect_left(index._postings[term].documents, document) for term in posted}
+            slots = {term: _entry_of(index._postings[term], document) for term in posted}
             index._last_by_thread[thread] = _LastPage(document, Counter(counts), slots)
         return index
 
@@ -271,19 +269,21 @@ class LexicalIndex:
             if slot is None:
                 previous.slots[term] = self._post(term, previous.document, weight, own=False)
             else:
-                self._postings[term].weights[slot] += weight
+                postings = self._postings[term]
+                postings[2 * slot + 1] += weight if postings[2 * slot + 1] > 0 else -weight
         added = NEIGHBOUR_WEIGHT * sum(counts.values())
         self._lengths[previous.document] += added
         self._total_length += added
 
     def _post(self, term: str, document: int, weight: float, own: bool) -> int:
+        if document >= MAX_DOCUMENTS:
+            raise ValueError(f"an index holds at most {MAX_DOCUMENTS} exchanges")
         postings = self._postings.get(term)
         if postings is None:
-            postings = self._postings[term] = _Postings()
-        postings.documents.append(document)
-        postings.weights.append(weight)
-        postings.own.append(own)
-        return len(postings.documents) - 1
+            postings = self._postings[term] = _new_postings()
+        postings.append(document)
+        postings.append(weight if own else -weight)
+        return len(postings) // 2 - 1
 
     def search(
         self,
@@ -326,7 +326,7 @@ class LexicalIndex:
 
     def _idf(self, term: str) -> float:
         postings = self._postings.get(term)
-        frequency_in_corpus = 0 if postings is None else len(postings.documents)
+        frequency_in_corpus = 0 if postings is None else len(postings) // 2
         return math.log(1 + (len(self._lengths) - frequency_in_corpus + 0.5) / (frequency_in_corpus + 0.5))
 
     def scores(
@@ -353,14 +353,15 @@ class LexicalIndex:
         scores = np.zeros(count)
         holds_a_term = np.zeros(count, dtype=bool)
         for term in terms:
-            postings = self._postings[term]
-            documents = np.frombuffer(postings.documents, dtype=np.uint32)
-            weights = np.frombuffer(postings.weights, dtype=np.float64)
+            pairs = np.frombuffer(self._postings[term], dtype=np.float32).reshape(-1, 2)
+            documents = pairs[:, 0].astype(np.intp)
+            signed = pairs[:, 1].astype(np.float64)
+            del pairs  # release the buffer export before the array may grow again
+            weights = np.abs(signed)
             idf = self._idf(term)
             # Each document appears once per term's postings, so fancy-index += is exact here.
             scores[documents] += idf * weights * (self.K1 + 1) / (weights + length_norm[documents])
-            holds_a_term[documents[np.frombuffer(postings.own, dtype=np.uint8).astype(bool)]] = True
-            del documents, weights  # release the buffer exports before the arrays may grow again
+            holds_a_term[documents[signed > 0]] = True
         del lengths
         if len(in_period):
             scores[in_period] += PERIOD_WEIGHT * math.log(1 + (count - len(in_period) + 0.5) / (len(in_period) + 0.5))

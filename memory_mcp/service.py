@@ -61,7 +61,7 @@ from memory_mcp.sessions import SessionView, archived_sessions, session_views
 from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.update_runner import UpdateRunner
-from memory_mcp.updater import pending_threads
+from memory_mcp.updater import pending_count
 from memory_mcp.wording import plural
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ class MemoryService:
         aside), and say what changed."""
         scope = self.resolve_scope(request.user_id, request.agent_name)
         report = self._updates.flush(scope, request.retry_failed)
-        pending = sum(pending_threads(self.store, scope).values())
+        pending = pending_count(self.store, scope)
         document = self.store.read_document(scope)
         notes = self._extraction_notes()
         if pending and self.extraction_on:
@@ -478,9 +478,9 @@ class MemoryService:
         summary = UserSummary(
             user_id=user_id,
             agents=agents,
-            pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),
+            pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),  # read: damage is reported
             facts=sum(len(current(document.facts)) for document in documents),
-            pending_pages=sum(sum(pending_threads(self.store, scope).values()) for scope in scopes),
+            pending_pages=sum(pending_count(self.store, scope) for scope in scopes),
             set_aside_pages=sum(document.analysis.set_aside_pages() for document in documents),
             pages_without_vectors=None
             if self._embedding is None

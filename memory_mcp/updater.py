@@ -261,7 +261,18 @@ def _with_topic(document: MemoryDocument, session: str, topic: SessionTopic | No
 
 
 def pending_threads(store: MemoryStore, scope: Scope) -> dict[str, int]:
-    """How many pages await analysis in each thread of `scope`."""
-    pages = store.read_pages(scope).pages
+    """How many pages await analysis in each thread of `scope`; the log is read only when some do."""
     progress = store.read_document(scope).analysis
+    if progress.allBefore >= store.page_count(scope):
+        return {}
+    pages = store.read_pages(scope).pages
     return {thread: len(numbers) for thread, numbers in pending_by_thread(pages, progress).items()}
+
+
+def pending_count(store: MemoryStore, scope: Scope) -> int:
+    """How many pages await analysis in `scope`: counted without reading the log unless some
+    thread was analysed further than the rest."""
+    progress = store.read_document(scope).analysis
+    if not progress.threads:
+        return max(0, store.page_count(scope) - progress.allBefore)
+    return sum(pending_threads(store, scope).values())

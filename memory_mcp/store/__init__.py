@@ -132,6 +132,10 @@ class MemoryStore(Protocol):
     def read_pages(self, scope: Scope) -> PageLog:
         """All pages of `scope`, including those other processes appended since the last read."""
 
+    def page_count(self, scope: Scope) -> int:
+        """How many pages the scope's log holds, counted without reading them (for a status or
+        a check at start that must not load every user's log)."""
+
     def read_document(self, scope: Scope) -> MemoryDocument:
         """The scope's memory document (empty if none was written). Treat it as read-only."""
 

@@ -80,6 +80,7 @@ LOCKS_DIR = "locks"
 TOMBSTONE_PREFIX = ".erased-"
 DEFAULT_LOCK_TIMEOUT = 30.0
 _FIRST_RECORD_CHUNK = 4096
+COUNTING_CHUNK = 1 << 20
 MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's id
 _VECTORS_HEADER_START = b'{"vectors_file": '
 _OFFSET_MASK = (1 << MARK_OFFSET_BITS) - 1
@@ -377,6 +378,19 @@ class JsonStore:
             return []
         assert state.log is not None
         return state.log.pages
+
+    def page_count(self, scope: Scope) -> int:
+        """The log's whole lines, counted in the file's bytes (an interrupted last write is not a page)."""
+        path = self.scope_dir(scope) / PAGES_FILE
+        count = 0
+        with _os_errors(f"count the pages of {scope.describe()}"):
+            try:
+                with opened_for_reading(path) as fd:
+                    while chunk := os.read(fd, COUNTING_CHUNK):
+                        count += chunk.count(b"\n")
+            except FileNotFoundError:
+                return 0
+        return count
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         try:

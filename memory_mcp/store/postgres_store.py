@@ -214,6 +214,7 @@ _QUERIES = {
     "erase_index_snapshot": """
         DELETE FROM {schema}.index_snapshots WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
+    "page_count": "SELECT page_count FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s",
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
     "user_exists": "SELECT EXISTS (SELECT 1 FROM {schema}.scopes WHERE user_id = %s)",
@@ -555,6 +556,14 @@ class PostgresStore:
             version, stored = self._run(f"erase exchanges of {scope.describe()}", work)
         with state.document_lock:
             state.document = _DocumentCache(version, stored)
+
+    def page_count(self, scope: Scope) -> int:
+        user_id, agent = _key(scope)
+        row = self._run(
+            f"count the pages of {scope.describe()}",
+            lambda conn, _: conn.execute(self._sql["page_count"], {"u": user_id, "a": agent}).fetchone(),
+        )
+        return 0 if row is None else int(row[0])
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         user_id, agent = _key(scope)

@@ -1102,3 +1102,15 @@ def test_a_saved_word_index_lives_only_as_long_as_the_log_it_was_made_from(backe
     store.append_page(USER, make_page(9))
     assert not other.write_index_snapshot(USER, b"index of the forgotten log", stale)
     assert backend.store().read_index_snapshot(USER) is None
+
+
+def test_page_count_is_the_length_of_the_log_without_reading_it(backend: Backend) -> None:
+    store = backend.store()
+    assert store.page_count(USER) == 0
+    store.append_pages(USER, [make_page(n) for n in range(5)])
+    other = backend.store()  # as another process counts them, having read nothing
+    assert other.page_count(USER) == 5
+    store.erase_pages(USER, ["page_0001"], lambda document, _: document)
+    assert other.page_count(USER) == len(other.read_pages(USER).pages) == 4
+    store.erase(USER)
+    assert other.page_count(USER) == 0
