@@ -30,7 +30,7 @@ from memory_mcp.terms import index_terms
 log = logging.getLogger(__name__)
 
 MAGIC = b"memory-mcp word index\n"
-FORMAT = 2  # 2: postings as float32 (document, weight) pairs
+FORMAT = 3  # 2: postings as float32 (document, weight) pairs; 3: thread entries saved, not searched for
 # Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
 PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
 _DIGEST_BYTES = 32

@@ -65,15 +65,15 @@ MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (1
 class IndexState:
     """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
     of `entries` (float32 pairs, as _Postings holds them); `lengths` (float64) per document; each
-    thread's newest document, with its own term counts and the terms it has a posting for (the
-    next page of the thread lends it terms: into those postings, or new ones)."""
+    thread's newest document, with its own term counts and the place of its entry in each term's
+    postings it is in (the next page of the thread lends it terms: into those entries, or new ones)."""
 
     terms: list[str]
     offsets: bytes | memoryview  # int64, len(terms) + 1
     entries: bytes | memoryview
     lengths: bytes | memoryview
     total_length: float
-    newest_by_thread: dict[str, tuple[int, dict[str, int], list[str]]]
+    newest_by_thread: dict[str, tuple[int, dict[str, int], dict[str, int]]]
 
 
 @dataclass(slots=True)
@@ -240,7 +240,7 @@ class LexicalIndex:
             lengths=self._lengths.tobytes(),
             total_length=self._total_length,
             newest_by_thread={
-                thread: (last.document, dict(last.counts), list(last.slots))
+                thread: (last.document, dict(last.counts), dict(last.slots))
                 for thread, last in self._last_by_thread.items()
             },
         )
@@ -256,9 +256,8 @@ class LexicalIndex:
             postings.frombytes(state.entries[ends[number] * 8 : ends[number + 1] * 8])
         index._lengths.frombytes(state.lengths)
         index._total_length = state.total_length
-        for thread, (document, counts, posted) in state.newest_by_thread.items():
-            slots = {term: _entry_of(index._postings[term], document) for term in posted}
-            index._last_by_thread[thread] = _LastPage(document, Counter(counts), slots)
+        for thread, (document, counts, slots) in state.newest_by_thread.items():
+            index._last_by_thread[thread] = _LastPage(document, Counter(counts), dict(slots))
         return index
 
     def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
