@@ -149,6 +149,25 @@ class TokenRegistry:
             atomic_write(self.path, changed.model_dump_json(indent=2).encode("utf-8"))
 
 
+def token_user(registry: TokenRegistry, token: str) -> str | None:
+    """The user `token` acts for; None for an unknown token, and for every token while the token
+    file cannot be read (fail closed: a broken file never lets anyone in)."""
+    try:
+        return registry.user_for(token)
+    except StorageError as exc:
+        log.error("refusing every token until this is fixed: %s", exc)
+        return None
+
+
+def bearer_user(registry: TokenRegistry, authorization: str | None) -> str | None:
+    """The user an `Authorization: Bearer <token>` header acts for; None without one, for another
+    scheme, or for a token `token_user` refuses."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token_user(registry, token.strip())
+
+
 class RegistryTokenVerifier:
     """The SDK's token-verifier hook over the registry: a known token authenticates its user."""
 
@@ -156,11 +175,7 @@ class RegistryTokenVerifier:
         self.registry = registry
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            user_id = self.registry.user_for(token)
-        except StorageError as exc:
-            log.error("refusing every token until this is fixed: %s", exc)  # fail closed
-            return None
+        user_id = token_user(self.registry, token)
         if user_id is None:
             return None
         return AccessToken(token=token, client_id=user_id, subject=user_id, scopes=[MEMORY_SCOPE])

@@ -19,12 +19,13 @@ from typing import Any
 import anyio.to_thread
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_mcp import __version__
-from memory_mcp.access import MEMORY_SCOPE, RegistryTokenVerifier, TokenRegistry
+from memory_mcp.access import MEMORY_SCOPE, RegistryTokenVerifier, TokenRegistry, bearer_user
 from memory_mcp.config import HttpSettings
 from memory_mcp.dashboard import create_app
 from memory_mcp.errors import MemoryServiceError
@@ -205,7 +206,7 @@ class RefuseOtherUsers:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        token_user = self._token_user(scope)
+        token_user = bearer_user(self.registry, Headers(scope=scope).get("authorization"))
         if token_user is None:  # no or unknown token: the SDK answers 401
             await self.app(scope, receive, send)
             return
@@ -220,13 +221,6 @@ class RefuseOtherUsers:
                 await _forbidden(scope, receive, send, token_user, others[0])
                 return
         await self.app(scope, _replay(body, complete, receive), send)
-
-    def _token_user(self, scope: Scope) -> str | None:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                return self.registry.user_for(token.strip()) if scheme.lower() == "bearer" else None
-        return None
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:

@@ -124,7 +124,7 @@ class SnapshotKeeper:
             if data is None:
                 return LexicalIndex()
             index = decode(data, page_log.pages)
-        except (UnusableSnapshot, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:  # UnusableSnapshot, or a header not ours
             log.info("the saved word index of %s is not used: %s; it is built again", scope.describe(), exc)
             return LexicalIndex()
         except StorageError as exc:

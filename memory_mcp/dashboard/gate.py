@@ -8,7 +8,6 @@ so no other site can make a browser act with it: the header is the proof a chang
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from starlette.datastructures import Headers
@@ -16,10 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_mcp.access import TokenRegistry
-from memory_mcp.errors import StorageError
-
-log = logging.getLogger(__name__)
+from memory_mcp.access import TokenRegistry, bearer_user
 
 VIEWER = "viewer"  # request.state.viewer: the user a token acts for (absent without tokens)
 PUBLIC_PREFIX = "/static/"
@@ -53,20 +49,10 @@ class TokenGate:
             problem = None if opened else "This change carried no token: open the page again and give your token."
             await self.ask_for_token(Request(scope), 200 if opened else 401, problem)(scope, receive, send)
             return
-        user = self._user_for(header)
+        user = bearer_user(self.tokens, header)
         if user is None:
             problem = "That token is not accepted: it is unknown or was revoked (memory-mcp token list shows them)."
             await self.ask_for_token(Request(scope), 401, problem)(scope, receive, send)
             return
         scope.setdefault("state", {})[VIEWER] = user
         await self.app(scope, receive, send)
-
-    def _user_for(self, header: str) -> str | None:
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        try:
-            return self.tokens.user_for(token.strip())
-        except StorageError as exc:
-            log.error("refusing every token until this is fixed: %s", exc)  # fail closed
-            return None
