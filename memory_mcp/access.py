@@ -160,7 +160,7 @@ def token_user(registry: TokenRegistry, token: str) -> str | None:
 
 
 def bearer_user(registry: TokenRegistry, authorization: str | None) -> str | None:
-    """The user an `Authorization: Bearer <token>` header acts for; None without one, for another
+    """The user the bearer token of an Authorization header acts for; None without one, for another
     scheme, or for a token `token_user` refuses."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
