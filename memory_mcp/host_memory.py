@@ -11,7 +11,6 @@ acknowledged is lost and nothing is applied twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from memory_mcp.config import Settings
 from memory_mcp.errors import InvalidInput, MemoryGone
@@ -20,7 +19,6 @@ from memory_mcp.models import (
     USER_SECTION_NAMES,
     HostMemory,
     MemoryDocument,
-    Page,
     StoredPage,
     StructuredUpdate,
 )
@@ -76,10 +74,10 @@ def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[
 
 
 def _apply_pending_once(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
+    if not store.host_memory_from(scope, store.read_document(scope).analysis.hostBefore):
+        return {}  # known without reading the log: at start, most users' is not
     page_log = store.read_pages(scope)
     pages = page_log.pages[: len(page_log.pages)]
-    if not _holds_pending(pages, store.read_document(scope).analysis.hostBefore):
-        return {}
     reports: dict[str, UpdateReport] = {}
 
     def change(document: MemoryDocument) -> MemoryDocument:
@@ -121,7 +119,3 @@ def proposal_of(host: HostMemory) -> UpdateProposal:
         history={name: update for name, update in user.items() if name not in USER_SECTION_NAMES},
         newFacts=list(host.facts),
     )
-
-
-def _holds_pending(pages: Sequence[Page], applied_before: int) -> bool:
-    return any(isinstance(page, StoredPage) and page.host_memory is not None for page in pages[applied_before:])

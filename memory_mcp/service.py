@@ -478,7 +478,7 @@ class MemoryService:
         summary = UserSummary(
             user_id=user_id,
             agents=agents,
-            pages=sum(len(self.store.read_pages(scope).pages) for scope in scopes),  # read: damage is reported
+            pages=sum(self.store.page_count(scope) for scope in scopes),  # an unreadable record raises
             facts=sum(len(current(document.facts)) for document in documents),
             pending_pages=sum(pending_count(self.store, scope) for scope in scopes),
             set_aside_pages=sum(document.analysis.set_aside_pages() for document in documents),

@@ -76,6 +76,11 @@ def page_from_record(record: str | bytes) -> Page:
     return StoredPage.model_validate_json(record) if carries else Page.model_validate_json(record)
 
 
+def carries_host_memory(page: Page) -> bool:
+    """Whether the page came with structured memory from the host (to apply, or applied)."""
+    return isinstance(page, StoredPage) and page.host_memory is not None
+
+
 class MemoryStore(Protocol):
     """Durable per-scope storage of verbatim pages and the structured memory document."""
 
@@ -133,8 +138,12 @@ class MemoryStore(Protocol):
         """All pages of `scope`, including those other processes appended since the last read."""
 
     def page_count(self, scope: Scope) -> int:
-        """How many pages the scope's log holds, counted without reading them (for a status or
-        a check at start that must not load every user's log)."""
+        """How many pages the scope's log holds, without keeping them in memory (for a status or
+        a check at start that must not load every user's log); StorageError if one is unreadable."""
+
+    def host_memory_from(self, scope: Scope, start: int) -> bool:
+        """Whether a page at position `start` or later carries host memory, answered without
+        keeping the log in memory (at start: is there host memory a crash left unapplied?)."""
 
     def read_document(self, scope: Scope) -> MemoryDocument:
         """The scope's memory document (empty if none was written). Treat it as read-only."""

@@ -47,6 +47,7 @@ from memory_mcp.store import (
     PageVector,
     Scope,
     already_stored,
+    carries_host_memory,
     page_from_record,
     page_record,
     vector_from_record,
@@ -80,7 +81,6 @@ LOCKS_DIR = "locks"
 TOMBSTONE_PREFIX = ".erased-"
 DEFAULT_LOCK_TIMEOUT = 30.0
 _FIRST_RECORD_CHUNK = 4096
-COUNTING_CHUNK = 1 << 20
 MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's id
 _VECTORS_HEADER_START = b'{"vectors_file": '
 _OFFSET_MASK = (1 << MARK_OFFSET_BITS) - 1
@@ -113,6 +113,7 @@ class _LogCache(CachedLog):
     identity: tuple[int, bytes]  # (inode, first record)
     generation: int = field(default_factory=lambda: next(_generations))
     lines: int = 0
+    host_memory_end: int = 0  # every page carrying host memory is among the first this many
     unfinished_reported_at: int = -1
 
 
@@ -135,7 +136,7 @@ class _ScopeState:
     update_file_lock: FileLock
     log: _LogCache | None = None
     document: _DocumentCache | None = None
-    dropped: _LogCache | None = None  # where the log was when its cache was let go (no pages)
+    dropped: _LogCache | None = None  # where the log was when its cache was let go, or counted (no pages)
 
 
 class JsonStore:
@@ -229,6 +230,8 @@ class JsonStore:
                 and cache.identity[0] == path.stat().st_ino
                 and cache.extend_if_at(size_before, pages, size_before + len(records))
             ):
+                carrying = [n for n, page in enumerate(pages, start=cache.lines + 1) if carries_host_memory(page)]
+                cache.host_memory_end = carrying[-1] if carrying else cache.host_memory_end
                 cache.lines += len(pages)
                 if size_before == 0:
                     cache.identity = (cache.identity[0], records[: records.index(b"\n") + 1])
@@ -380,17 +383,22 @@ class JsonStore:
         return state.log.pages
 
     def page_count(self, scope: Scope) -> int:
-        """The log's whole lines, counted in the file's bytes (an interrupted last write is not a page)."""
+        return self._tally(scope).lines
+
+    def host_memory_from(self, scope: Scope, start: int) -> bool:
+        return self._tally(scope).host_memory_end > start
+
+    def _tally(self, scope: Scope) -> _LogCache:
+        """What is known of the log, brought up to the file: its cache if it is in memory, else
+        its records counted and checked (only those not counted before), keeping no page."""
+        state = self._states.get(scope)
         path = self.scope_dir(scope) / PAGES_FILE
-        count = 0
-        with _os_errors(f"count the pages of {scope.describe()}"):
+        with _os_errors(f"count the pages of {scope.describe()}"), state.log_lock:
             try:
                 with opened_for_reading(path) as fd:
-                    while chunk := os.read(fd, COUNTING_CHUNK):
-                        count += chunk.count(b"\n")
+                    return self._catch_up(fd, path, state, scope, keep_pages=state.log is not None)
             except FileNotFoundError:
-                return 0
-        return count
+                return _LogCache(identity=(0, b""))
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         try:
@@ -459,45 +467,59 @@ class JsonStore:
             assert state.log is not None
             return PageLog(state.log.generation, state.log.pages)
 
-    def _catch_up(self, fd: int, path: Path, state: _ScopeState, scope: Scope) -> None:
-        """Bring the cached log up to the file: the same log grown, or another one begun."""
+    def _catch_up(self, fd: int, path: Path, state: _ScopeState, scope: Scope, keep_pages: bool = True) -> _LogCache:
+        """Bring the cached log up to the file: the same log grown, or another one begun. Without
+        `keep_pages` (the log not in memory), only where it was is brought up: its tally."""
         size = os.fstat(fd).st_size
         identity = (os.fstat(fd).st_ino, _first_record(fd))
         cache = state.log
-        if cache is None and _continued(state.dropped, identity, size):
+        if not keep_pages:
+            if not _continued(state.dropped, identity, size):
+                state.dropped = _LogCache(identity=identity)
+            cache = state.dropped
+            assert cache is not None
+        elif cache is None and _continued(state.dropped, identity, size):
             assert state.dropped is not None
             cache = state.log = _LogCache(identity=identity, generation=state.dropped.generation)  # read again
         elif cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
             cache = state.log = _LogCache(identity=identity)
-        state.dropped = None
+        if keep_pages:
+            state.dropped = None
         if size <= cache.end:
-            return
+            return cache
         with contextlib.ExitStack() as held:
             try:
                 held.enter_context(self._holding(state.log_file_lock, scope))
             except OSError:
                 pass  # a read-only data directory: nobody can be appending, so read without the lock
-            self._read_new_records(fd, path, cache)
+            self._read_new_records(fd, path, cache, keep_pages)
+        return cache
 
-    def _read_new_records(self, fd: int, path: Path, cache: _LogCache) -> None:
-        """Parse what was appended since the last read, reading only those bytes. Called holding
-        the file lock (when it can be had), so an unterminated last line is an interrupted write."""
+    def _read_new_records(self, fd: int, path: Path, cache: _LogCache, keep_pages: bool) -> None:
+        """Parse what was appended since the last read, reading only those bytes (and keeping
+        the pages if asked). Called holding the file lock (when it can be had), so an
+        unterminated last line is an interrupted write."""
         size = os.fstat(fd).st_size
         data = os.pread(fd, size - cache.end, cache.end)
         complete_end = data.rfind(b"\n") + 1
         new_pages = []
-        for number, line in enumerate(data[:complete_end].splitlines(), start=cache.lines + 1):
+        lines = data[:complete_end].splitlines()
+        for number, line in enumerate(lines, start=cache.lines + 1):
             try:
-                new_pages.append(page_from_record(line))
+                page = page_from_record(line)
             except ValidationError:
                 raise StorageError(
                     f"{path} line {number} is not a valid page record; the file was left untouched "
                     "(fix or remove that line)"
                 ) from None
+            if carries_host_memory(page):
+                cache.host_memory_end = number
+            if keep_pages:
+                new_pages.append(page)
         if cache.end == 0 and complete_end:
             cache.identity = (cache.identity[0], data[: data.index(b"\n") + 1])
         cache.pages.extend(new_pages)
-        cache.lines += len(new_pages)
+        cache.lines += len(lines)
         cache.end += complete_end
         unfinished = len(data) - complete_end
         if unfinished and cache.unfinished_reported_at != cache.end:
@@ -738,7 +760,14 @@ def _drop_cached(state: _ScopeState) -> bool:
 
     def drop() -> None:
         if state.log is not None:
-            state.dropped = _LogCache(identity=state.log.identity, generation=state.log.generation, end=state.log.end)
+            kept = state.log
+            state.dropped = _LogCache(
+                identity=kept.identity,
+                generation=kept.generation,
+                end=kept.end,
+                lines=kept.lines,
+                host_memory_end=kept.host_memory_end,
+            )
         state.log = state.document = None
 
     return done_when_idle([state.log_lock, state.document_lock], drop)

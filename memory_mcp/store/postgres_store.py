@@ -215,6 +215,10 @@ _QUERIES = {
         DELETE FROM {schema}.index_snapshots WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
     "page_count": "SELECT page_count FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s",
+    "host_memory_from": """
+        SELECT EXISTS (SELECT 1 FROM {schema}.pages WHERE user_id = %(u)s AND agent_name = %(a)s
+                       AND position >= %(start)s AND page->'host_memory' IS NOT NULL)
+    """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",
     "user_exists": "SELECT EXISTS (SELECT 1 FROM {schema}.scopes WHERE user_id = %s)",
@@ -564,6 +568,16 @@ class PostgresStore:
             lambda conn, _: conn.execute(self._sql["page_count"], {"u": user_id, "a": agent}).fetchone(),
         )
         return 0 if row is None else int(row[0])
+
+    def host_memory_from(self, scope: Scope, start: int) -> bool:
+        user_id, agent = _key(scope)
+        row = self._run(
+            f"look for host memory in the pages of {scope.describe()}",
+            lambda conn, _: conn.execute(
+                self._sql["host_memory_from"], {"u": user_id, "a": agent, "start": start}
+            ).fetchone(),
+        )
+        return row is not None and bool(row[0])
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         user_id, agent = _key(scope)

@@ -564,3 +564,23 @@ def test_scope_dir_rejects_ids_that_could_escape_the_data_root(data_dir: Path) -
         with pytest.raises(ValueError):
             store.append_page(scope, make_page(0))
     assert not data_dir.exists()
+
+
+def test_a_count_reads_only_what_was_added_since_and_names_a_damaged_line(tmp_path: Path) -> None:
+    writer, counter = JsonStore(tmp_path), JsonStore(tmp_path)
+    writer.append_pages(USER, [make_page(n) for n in range(3)])
+    assert counter.page_count(USER) == 3
+    writer.append_pages(USER, [make_page(n) for n in range(3, 5)])
+    with pages_path(tmp_path).open("ab") as log:
+        log.write(b'{"page_id": "cut off')  # an interrupted write: not a page
+    assert counter.page_count(USER) == 5
+    assert counter.read_pages(USER).pages == writer.read_pages(USER).pages
+
+    fresh = JsonStore(tmp_path)
+    fresh.page_count(USER)
+    with pages_path(tmp_path).open("ab") as log:
+        log.write(b"\n")  # the cut-off record, ended: line 6, unreadable
+    with pytest.raises(StorageError, match="line 6"):
+        fresh.page_count(USER)
+    with pytest.raises(StorageError, match="line 6"):
+        fresh.read_pages(USER)

@@ -1114,3 +1114,15 @@ def test_page_count_is_the_length_of_the_log_without_reading_it(backend: Backend
     assert other.page_count(USER) == len(other.read_pages(USER).pages) == 4
     store.erase(USER)
     assert other.page_count(USER) == 0
+
+
+def test_host_memory_from_says_whether_a_page_from_there_on_carries_host_memory(backend: Backend) -> None:
+    store = backend.store()
+    assert not store.host_memory_from(USER, 0)
+    host = HostMemory(facts=[HostFact(content="Alice writes Go", category="knowledge", confidence=0.9)])
+    carrying = StoredPage(**make_page(2).model_dump(), host_memory=host)
+    store.append_pages(USER, [make_page(0), make_page(1), carrying, make_page(3)])
+    for asking in (store, backend.store()):  # the process that wrote them, and one that read nothing
+        assert [asking.host_memory_from(USER, start) for start in range(5)] == [True, True, True, False, False]
+    store.erase_pages(USER, ["page_0001"], lambda document, _: document)
+    assert [backend.store().host_memory_from(USER, start) for start in range(3)] == [True, True, False]
