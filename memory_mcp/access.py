@@ -17,14 +17,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from filelock import FileLock
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory_mcp.clock import utc_now
 from memory_mcp.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.ids import validate_identifier
-from memory_mcp.store.durable import FILE_MODE, atomic_write, ensure_directory, read_bytes
+from memory_mcp.store.durable import FileLock, atomic_write, ensure_directory, read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class TokenRegistry:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file_lock = FileLock(path.with_name(path.name + ".lock"), mode=FILE_MODE)  # two `token` commands at once
+        self._file_lock = FileLock(path.with_name(path.name + ".lock"))  # two `token` commands at once
         self._seen: tuple[int, int, int] | None = None
         self._by_hash: dict[str, TokenRecord] = {}
 

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from filelock import FileLock, Timeout
-
 from memory_mcp.hook_relay import (
     ANSWER_TIMEOUT_SECONDS,
     is_private_folder,
@@ -30,7 +28,7 @@ from memory_mcp.hook_relay import (
     send_message,
     socket_address,
 )
-from memory_mcp.store.durable import ensure_directory
+from memory_mcp.store.durable import FileLock, LockTimeout, ensure_directory
 
 # How often an idle helper looks at the clock and at its socket.
 POLL_SECONDS = 1.0
@@ -74,10 +72,10 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
     ensure_directory(folder)
     if not is_private_folder(folder):
         return
-    lock = FileLock(str(socket_path.with_suffix(".lock")), mode=0o600)
+    lock = FileLock(socket_path.with_suffix(".lock"))
     try:
         lock.acquire(timeout=0)
-    except Timeout:
+    except LockTimeout:
         return  # another helper is there
     unanswered, code = None, _code_version()
     try:

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from memory_mcp.clock import utc_now
@@ -54,7 +53,8 @@ from memory_mcp.store import (
     vector_record,
 )
 from memory_mcp.store.durable import (
-    FILE_MODE,
+    FileLock,
+    LockTimeout,
     NotDurable,
     append_records,
     atomic_write,
@@ -600,9 +600,8 @@ class JsonStore:
                 return
             try:
                 with _os_errors(f"lock the memory of {scope.describe()}"):
-                    self._lock_dir()
                     state.update_file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
-            except Timeout:
+            except LockTimeout:
                 yield False
                 return
             try:
@@ -642,20 +641,19 @@ class JsonStore:
         locks = self.root / LOCKS_DIR
         return _ScopeState(
             log_lock=threading.Lock(),
-            log_file_lock=FileLock(locks / f"{name}.log.lock", mode=FILE_MODE, thread_local=False),
+            log_file_lock=FileLock(locks / f"{name}.log.lock"),
             document_lock=threading.Lock(),
-            document_file_lock=FileLock(locks / f"{name}.doc.lock", mode=FILE_MODE, thread_local=False),
+            document_file_lock=FileLock(locks / f"{name}.doc.lock"),
             update_guard=threading.Lock(),
-            update_file_lock=FileLock(locks / f"{name}.update.lock", mode=FILE_MODE, thread_local=False),
+            update_file_lock=FileLock(locks / f"{name}.update.lock"),
         )
 
     @contextmanager
     def _holding(self, file_lock: FileLock, scope: Scope) -> Iterator[None]:
         """A scope's cross-process lock, waited for at most `lock_timeout` seconds."""
-        self._lock_dir()
         try:
             file_lock.acquire(timeout=self.lock_timeout)
-        except Timeout:
+        except LockTimeout:
             raise StorageError(
                 f"the memory of {scope.describe()} is locked by another process that has held it for over "
                 f"{self.lock_timeout:g} s (storage.lock_timeout_seconds); nothing was changed: try again, or "
@@ -665,9 +663,6 @@ class JsonStore:
             yield
         finally:
             file_lock.release()
-
-    def _lock_dir(self) -> None:
-        ensure_directory(self.root / LOCKS_DIR)
 
     def _tidy(self) -> None:
         """Delete the tombstones of erases a crash cut short (that memory is gone already), and give
@@ -699,8 +694,6 @@ def _os_errors(action: str) -> Iterator[None]:
     when the change was made and only its durability is in doubt, which is said."""
     try:
         yield
-    except Timeout:
-        raise  # a lock someone else holds (filelock's Timeout is an OSError): the caller decides
     except NotDurable as exc:
         raise StorageError(f"could not {action} durably: {exc.strerror} (it may not survive a power loss)") from exc
     except OSError as exc:

@@ -317,7 +317,7 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
 
 def test_only_the_durable_file_primitives_write_files() -> None:
     """Exports, logs and everything else go to the caller: no module but store/durable.py opens a
-    file for writing (json_store's lock files are created by filelock with mode 0600)."""
+    file for writing (the lock files are created there too, with mode 0600)."""
     writers = []
     for path in SOURCES:
         for node in ast.walk(parsed(path)):

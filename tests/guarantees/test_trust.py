@@ -22,9 +22,9 @@ pytestmark = pytest.mark.integration
 
 HOLD_LOCK = """
 import sys, time
-from filelock import FileLock
+from memory_mcp.store.durable import FileLock
 lock = FileLock(sys.argv[1])
-lock.acquire()
+lock.acquire(timeout=0)
 print("held", flush=True)
 time.sleep(120)
 """

@@ -29,7 +29,7 @@ TOMBSTONE = re.compile(r"\.erased-(\w+)-[0-9a-f]{8}")
 
 class OsCalls:
     """The os calls made by memory_mcp/store/durable.py (directly or through shutil/pathlib), as
-    (call, path relative to the data root)."""
+    (call, path relative to the data root); but the opening of lock files, which hold no data."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -48,7 +48,8 @@ class OsCalls:
     def wrap(self, call: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def recording(*args: Any, **kwargs: Any) -> Any:
             reads_a_file = call == "open" and not args[1] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_DIRECTORY)
-            if _within_durable() and not reads_a_file:
+            locks = call == "open" and os.fspath(args[0]).endswith(".lock")
+            if _within_durable() and not reads_a_file and not locks:
                 target = args[0]
                 described = self.name(target, kwargs.get("dir_fd"))
                 if call in ("replace", "rename"):
