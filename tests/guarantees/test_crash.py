@@ -118,7 +118,7 @@ ZYGOTE = r"""
 import json, os, runpy, socket, sys, traceback
 sys.path.insert(0, sys.argv[2])
 import memory_mcp.cli, memory_mcp.server, memory_mcp.service  # what server.py imports
-import numpy, sklearn.feature_extraction.text, tiktoken  # what the first retrieve imports
+import numpy, tiktoken  # what the first retrieve imports
 import openai  # what the first update imports
 from memory_mcp.tokens import offline_encoding
 offline_encoding()
