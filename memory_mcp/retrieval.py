@@ -33,7 +33,7 @@ import math
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -73,7 +73,7 @@ class IndexState:
     entries: bytes | memoryview
     lengths: bytes | memoryview
     total_length: float
-    newest_by_thread: dict[str, tuple[int, dict[str, int], dict[str, int]]]
+    newest_by_thread: Mapping[str, tuple[int, dict[str, int], dict[str, int]]]  # thread -> (document, counts, slots)
 
 
 @dataclass(slots=True)
@@ -115,6 +115,8 @@ class LexicalIndex:
         self._lengths: array[float] = array("d")
         self._total_length = 0.0
         self._last_by_thread: dict[str, _LastPage] = {}
+        # A restored index's newest page per thread, as saved: read for a thread when it grows.
+        self._saved_last: Mapping[str, tuple[int, dict[str, int], dict[str, int]]] = {}
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -123,7 +125,7 @@ class LexicalIndex:
         """Index the next document; `thread` names whose neighbour it is."""
         counts = Counter(index_terms(text))
         document = len(self._lengths)
-        previous = self._last_by_thread.get(thread)
+        previous = self._last_by_thread.get(thread) or self._restored_last(thread)
         weights: dict[str, float] = dict(counts)
         if previous is not None:
             for term, frequency in previous.counts.items():
@@ -240,8 +242,11 @@ class LexicalIndex:
             lengths=self._lengths.tobytes(),
             total_length=self._total_length,
             newest_by_thread={
-                thread: (last.document, dict(last.counts), dict(last.slots))
-                for thread, last in self._last_by_thread.items()
+                **{thread: saved for thread, saved in self._saved_last.items() if thread not in self._last_by_thread},
+                **{
+                    thread: (last.document, dict(last.counts), dict(last.slots))
+                    for thread, last in self._last_by_thread.items()
+                },
             },
         )
 
@@ -256,9 +261,12 @@ class LexicalIndex:
             postings.frombytes(state.entries[ends[number] * 8 : ends[number + 1] * 8])
         index._lengths.frombytes(state.lengths)
         index._total_length = state.total_length
-        for thread, (document, counts, slots) in state.newest_by_thread.items():
-            index._last_by_thread[thread] = _LastPage(document, Counter(counts), dict(slots))
+        index._saved_last = state.newest_by_thread
         return index
+
+    def _restored_last(self, thread: str) -> _LastPage | None:
+        saved = self._saved_last.get(thread)
+        return None if saved is None else _LastPage(saved[0], Counter(saved[1]), dict(saved[2]))
 
     def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
         """Half of the new page's terms join the thread's previous page."""

@@ -110,8 +110,10 @@ def offline_encoding() -> Any:
     data = importlib.resources.files(package).joinpath(name).read_bytes()
     if hashlib.sha256(data).hexdigest() != CL100K_SHA256:
         raise ValueError(f"{package}/{name} is not the published cl100k_base file (its hash differs)")
-    words = data.split()  # token, rank, token, rank...: 72 ms where parsing line by line took 112
-    ranks = dict(zip(map(a2b_base64, words[0::2]), map(int, words[1::2]), strict=True))
+    # "token rank" lines, the rank being the line's number in this (hash-checked) file: one
+    # split and a range take 40 ms where parsing line by line took 112.
+    tokens = data.split()[0::2]
+    ranks = dict(zip(map(a2b_base64, tokens), range(len(tokens))))
     return tiktoken.Encoding(
         name=OFFLINE_ENCODING,
         pat_str=CL100K_PATTERN,

@@ -115,6 +115,24 @@ def test_a_restart_finds_from_the_saved_index_and_the_pages_since_what_a_fresh_b
     assert all(found), "each query finds exchanges"
 
 
+def test_a_snapshot_saved_after_a_restart_keeps_the_threads_the_restart_did_not_touch(
+    tmp_path: Path, told: pytest.LogCaptureFixture
+) -> None:
+    saved(tmp_path, SIZE)
+    restarted = service_over(tmp_path)  # enough exchanges of another thread for a new save
+    elsewhere = conversation(SnapshotKeeper.REFRESH_PAGES, start=SIZE)
+    restarted.store.append_pages(USER, [page.model_copy(update={"thread_id": "elsewhere"}) for page in elsewhere])
+    rankings(restarted)
+    restarted.close()
+    again = service_over(tmp_path)  # and then the first threads go on
+    again.store.append_pages(USER, conversation(40, start=SIZE + SnapshotKeeper.REFRESH_PAGES))
+    found = rankings(again)
+    again.close()
+
+    assert f"{SIZE + SnapshotKeeper.REFRESH_PAGES} exchanges from its snapshot" in told.text
+    assert found == built_afresh(tmp_path)
+
+
 @pytest.mark.parametrize(
     "damage",
     [

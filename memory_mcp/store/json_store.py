@@ -512,7 +512,7 @@ class JsonStore:
                     f"{path} line {number} is not a valid page record; the file was left untouched "
                     "(fix or remove that line)"
                 ) from None
-            if carries_host_memory(page):
+            if b'"host_memory"' in line and carries_host_memory(page):
                 cache.host_memory_end = number
             if keep_pages:
                 new_pages.append(page)
