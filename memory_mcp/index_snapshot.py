@@ -48,8 +48,9 @@ class UnusableSnapshot(ValueError):
 
 def pages_digest(pages: Sequence[Page], count: int) -> str:
     """What the index of the first `count` pages was made from: their ids and threads, in order."""
-    listed = "".join([f"{page.page_id}\t{thread_key(page)}\n" for page in pages[:count]])
-    return hashlib.sha256(listed.encode()).hexdigest()
+    covered = pages[:count]
+    listed = "\n".join(map("\t".join, zip([page.page_id for page in covered], map(thread_key, covered))))
+    return hashlib.sha256(f"{listed}\n".encode() if covered else b"").hexdigest()
 
 
 class _ThreadTable(Mapping[str, tuple[int, dict[str, int], dict[str, int]]]):

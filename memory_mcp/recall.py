@@ -47,7 +47,10 @@ class _RecentWindow:
             self.generation, self.seen, self.newest = page_log.generation, 0, []
         pages = page_log.pages
         if self.seen == 0 and end > capacity:
-            self.newest = sorted(heapq.nlargest(capacity, ((pages[n].timestamp, n) for n in range(end))))
+            stamps = [page.timestamp for page in pages[:end]]
+            # A stable sort of a log mostly in time order is nearly linear: ties stay in log order.
+            newest = sorted(range(end), key=stamps.__getitem__)[-capacity:]
+            self.newest = [(stamps[n], n) for n in newest]
         else:
             for position in range(self.seen, end):
                 key = (pages[position].timestamp, position)

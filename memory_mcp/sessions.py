@@ -64,11 +64,14 @@ class SessionTable:
         if generation != self.generation:
             self.generation = generation
             self.page_sessions, self.sizes, self.first_seen = [], Counter(), {}
-        for page in pages[len(self.page_sessions) :]:
-            session = session_of(page)
-            self.page_sessions.append(session)
-            self.sizes[session] += 1
-            self.first_seen.setdefault(session, page.timestamp)
+        added = pages[len(self.page_sessions) :]
+        named = [session_of(page) for page in added]
+        self.sizes.update(named)
+        one_each = {name: name for name in self.sizes}  # a session's name held once, not once a page
+        self.page_sessions += [one_each[name] for name in named]
+        firsts = {name: page.timestamp for name, page in zip(reversed(named), reversed(added))}  # earliest wins
+        for name, timestamp in firsts.items():
+            self.first_seen.setdefault(name, timestamp)
 
     def visit(self, sessions: Iterable[str], when: str) -> None:
         """One retrieval returned pages of these sessions: one visit each."""
