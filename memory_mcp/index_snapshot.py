@@ -176,8 +176,9 @@ class SnapshotKeeper:
     """When to use a saved index and when to save one, for the scopes of one store.
 
     A log of fewer than MIN_PAGES pages is indexed faster than a snapshot is checked; above it,
-    an index is saved once built, and again each time REFRESH_PAGES more pages were indexed, in
-    the background (the encoding under the scope's lock, the writing outside it)."""
+    an index is saved once built, again each time REFRESH_PAGES more pages were indexed, and at
+    close if it grew at all, in the background (the encoding under the scope's lock, the writing
+    outside it)."""
 
     MIN_PAGES = BULK_BUILD_MIN_DOCUMENTS
     REFRESH_PAGES = 500
@@ -205,9 +206,10 @@ class SnapshotKeeper:
         log.debug("word index of %s: %d exchanges from its snapshot", scope.describe(), len(index))
         return index
 
-    def worth_saving(self, saved: int, indexed: int) -> bool:
-        """Whether an index of `indexed` pages is worth saving over one of `saved` pages."""
-        return indexed >= self.MIN_PAGES and indexed - saved >= (self.REFRESH_PAGES if saved else 1)
+    def worth_saving(self, saved: int, indexed: int, closing: bool = False) -> bool:
+        """Whether an index of `indexed` pages is worth saving over one of `saved` pages (when
+        `closing`, any growth is: the next start then indexes nothing)."""
+        return indexed >= self.MIN_PAGES and indexed - saved >= (self.REFRESH_PAGES if saved and not closing else 1)
 
     def save_soon(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
         """Save the index in the background, unless a save of this scope is under way."""

@@ -113,11 +113,15 @@ class PageRecall:
             return len(self._caches)
 
     def close(self) -> None:
-        """Wait for background saves, then save whatever visits are still unsaved."""
+        """Save the word indexes grown since their last save, and whatever visits are still
+        unsaved, so that the next start finds both."""
         self._snapshots.wait()
         with self._guard:
             caches = list(self._caches.items())
             leaving, self._leaving = self._leaving, []
+        for scope, cache in caches:
+            self._save_grown_index(scope, cache)
+        self._snapshots.wait()
         for worker in leaving:
             worker.join()
         for scope, cache in caches:
@@ -281,6 +285,18 @@ class PageRecall:
                 cache.saved_pages = len(cache.index)
                 self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
         return cache
+
+    def _save_grown_index(self, scope: Scope, cache: _ScopeCache) -> None:
+        with cache.lock:
+            if not self._snapshots.worth_saving(cache.saved_pages, len(cache.index), closing=True):
+                return
+            try:
+                page_log = self.store.read_pages(scope)
+            except StorageError:
+                return  # the next start builds what it cannot read from a snapshot
+            if page_log.generation == cache.generation:
+                cache.saved_pages = len(cache.index)
+                self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
 
     @staticmethod
     def _searchable(cache: _ScopeCache, document: MemoryDocument) -> Any:

@@ -115,6 +115,23 @@ def test_a_restart_finds_from_the_saved_index_and_the_pages_since_what_a_fresh_b
     assert all(found), "each query finds exchanges"
 
 
+def test_a_server_closed_after_more_exchanges_leaves_an_index_that_covers_them(
+    tmp_path: Path, told: pytest.LogCaptureFixture
+) -> None:
+    saved(tmp_path, SIZE)
+    running = service_over(tmp_path)
+    running.store.append_pages(USER, conversation(30, start=SIZE))
+    rankings(running)  # its index grows by 30, fewer than a save in the background waits for
+    running.close()
+
+    restarted = service_over(tmp_path)
+    found = rankings(restarted)
+    restarted.close()
+
+    assert f"{SIZE + 30} exchanges from its snapshot" in told.text
+    assert found == built_afresh(tmp_path)
+
+
 def test_a_snapshot_saved_after_a_restart_keeps_the_threads_the_restart_did_not_touch(
     tmp_path: Path, told: pytest.LogCaptureFixture
 ) -> None:
