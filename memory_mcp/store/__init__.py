@@ -149,7 +149,8 @@ class MemoryStore(Protocol):
 
     def page_count(self, scope: Scope) -> int:
         """How many pages the scope's log holds, without keeping them in memory (for a status or
-        a check at start that must not load every user's log); StorageError if one is unreadable."""
+        a check at start that must not load every user's log). The JSON files are checked on the
+        way, each record once: StorageError names the line of one that cannot be read."""
 
     def host_memory_from(self, scope: Scope, start: int) -> bool:
         """Whether a page at position `start` or later carries host memory, answered without
