@@ -59,6 +59,7 @@ in), and document updates that had not yet called `change`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -442,31 +443,39 @@ class PostgresStore:
         with state.log_lock:
             cache = state.log
             after = cache.end if cache is not None else 0
-            rows = self._run(
-                f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, after)
-            )
-            if not rows:  # nothing stored
+            read = f"read the pages of {scope.describe()}"
+            generation, new_pages, last = self._run(read, lambda conn, _: self._read_log(conn, scope, after))
+            if generation is None:  # nothing stored
                 if cache is None or cache.generation != 0:
                     cache = state.log = CachedLog(generation=0)
                 return PageLog(cache.generation, cache.pages)
-            generation = rows[0][0]
             if cache is None or cache.generation != generation:
                 if after > 0:  # read against a log that has been replaced since: start again
-                    rows = self._run(
-                        f"read the pages of {scope.describe()}", lambda conn, _: self._log_rows(conn, scope, 0)
-                    )
-                    if not rows:
+                    generation, new_pages, last = self._run(read, lambda conn, _: self._read_log(conn, scope, 0))
+                    if generation is None:
                         cache = state.log = CachedLog(generation=0)
                         return PageLog(cache.generation, cache.pages)
-                    generation = rows[0][0]
                 cache = state.log = CachedLog(generation=generation)
-            new_pages = []
-            last = cache.end - 1
-            for _, position, text in rows:
+            cache.pages.extend(new_pages)
+            cache.end = last + 1
+            return PageLog(cache.generation, cache.pages)
+
+    def _read_log(self, conn: psycopg.Connection, scope: Scope, after: int) -> tuple[int | None, list[Page], int]:
+        """The log's generation (None: no such scope), its pages from position `after` on, and the
+        last one's position. Parsed as the rows arrive: 100,000 rows fetched whole first took
+        twice the memory (+206 MB against +91) for 0.14 s less."""
+        user_id, agent = _key(scope)
+        generation, pages, last = None, [], after - 1
+        # Closed however the loop ends: a stream left open holds the connection's lock, and the
+        # pool, taking the connection back, would wait for it for ever.
+        with contextlib.closing(
+            conn.cursor().stream(self._sql["read_pages"], {"u": user_id, "a": agent, "after": after})
+        ) as rows:
+            for generation, position, text in rows:
                 if position is None:
                     continue
                 try:
-                    new_pages.append(page_from_record(text))
+                    pages.append(page_from_record(text))
                 except ValidationError as exc:
                     reason = str(exc).splitlines()[0]
                     raise StorageError(
@@ -474,13 +483,7 @@ class PostgresStore:
                         f"record ({reason}); it was left untouched (fix or delete that row)"
                     ) from None
                 last = position
-            cache.pages.extend(new_pages)
-            cache.end = last + 1
-            return PageLog(cache.generation, cache.pages)
-
-    def _log_rows(self, conn: psycopg.Connection, scope: Scope, after: int) -> list[tuple[Any, ...]]:
-        user_id, agent = _key(scope)
-        return conn.execute(self._sql["read_pages"], {"u": user_id, "a": agent, "after": after}).fetchall()
+        return generation, pages, last
 
     def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
         user_id, agent = _key(scope)
@@ -581,9 +584,12 @@ class PostgresStore:
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         user_id, agent = _key(scope)
+        # In binary: as text, the bytes travel hex-encoded (72 MB at 100k exchanges: 0.8 s instead of 0.3).
         row = self._run(
             f"read the word index of {scope.describe()}",
-            lambda conn, _: conn.execute(self._sql["read_index_snapshot"], {"u": user_id, "a": agent}).fetchone(),
+            lambda conn, _: conn.execute(
+                self._sql["read_index_snapshot"], {"u": user_id, "a": agent}, binary=True
+            ).fetchone(),
         )
         return None if row is None else bytes(row[0])
 
