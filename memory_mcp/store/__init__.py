@@ -69,20 +69,22 @@ def vector_from_record(record: str | bytes) -> PageVector:
     return PageVector(fields["page_id"], fields["model"], float(fields["scale"]), base64.b64decode(fields["v"]))
 
 
-_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+_ALL_FIELDS = {kind: set(kind.model_fields) for kind in (Page, StoredPage)}
 
 
 def page_from_record(record: str | bytes) -> Page:
     """A page read back from its record: a StoredPage only when it carries host memory, so that
     the pages of the log compare equal to the Page the caller stored.
 
-    Pages read back share the set of their fields' names that pydantic keeps per instance (728
-    bytes, 44% of a page in memory): a model copy copies it before changing it, and nothing here
-    assigns to a page's fields, the one thing that would change it in place."""
+    A page whose record names every field (as every record written here does) shares one set of
+    their names with the others, where pydantic keeps one per instance (728 bytes, 44% of a page
+    in memory): a model copy copies it before changing it, and nothing here assigns to a page's
+    fields, the one thing that would change it in place."""
     carries = b'"host_memory"' in record if isinstance(record, bytes) else '"host_memory"' in record
     page = StoredPage.model_validate_json(record) if carries else Page.model_validate_json(record)
-    fields = page.__pydantic_fields_set__
-    object.__setattr__(page, "__pydantic_fields_set__", _FIELDS_SETS.setdefault(frozenset(fields), fields))
+    every_field = _ALL_FIELDS[type(page)]
+    if len(page.__pydantic_fields_set__) == len(every_field):  # a subset of them: the same set
+        object.__setattr__(page, "__pydantic_fields_set__", every_field)
     return page
 
 
