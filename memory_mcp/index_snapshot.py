@@ -87,6 +87,29 @@ class _ThreadTable(Mapping[str, tuple[int, dict[str, int], dict[str, int]]]):
             slot_ends.append(len(slotted))
         return [part.tobytes() for part in (documents, count_ends, slot_ends, counted, counts, slotted, slots)]
 
+    def check(self, pages: int, offsets: memoryview, entries: int) -> None:
+        """UnusableSnapshot unless every number (and the terms' offsets) points where it may: a
+        file whose checksum holds but whose writer erred must not fail a retrieve later."""
+        import numpy as np
+
+        starts = np.frombuffer(offsets, dtype=np.int64)
+        per_term = np.diff(starts)
+        if starts[0] != 0 or starts[-1] != entries or (per_term < 0).any():
+            raise UnusableSnapshot("damaged (its postings do not add up)")
+        for ends, listed in ((self._count_ends, self._counted), (self._slot_ends, self._slotted)):
+            steps = np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0)
+            if (steps < 0).any() or (ends[-1] if ends else 0) != len(listed):
+                raise UnusableSnapshot("damaged (its threads do not add up)")
+        documents = np.frombuffer(self._documents, dtype=np.int64)
+        counted, slotted = (np.frombuffer(part, dtype=np.int32) for part in (self._counted, self._slotted))
+        slots = np.frombuffer(self._slots, dtype=np.int32)
+        if (
+            ((documents < 0) | (documents >= pages)).any()
+            or any(((terms < 0) | (terms >= len(per_term))).any() for terms in (counted, slotted))
+            or ((slots < 0) | (slots >= per_term[slotted])).any()
+        ):
+            raise UnusableSnapshot("damaged (its threads point outside it)")
+
     def __getitem__(self, thread: str) -> tuple[int, dict[str, int], dict[str, int]]:
         n = self._number[thread]
         count_start, slot_start = (self._count_ends[n - 1], self._slot_ends[n - 1]) if n else (0, 0)
@@ -144,6 +167,8 @@ def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
     start = len(MAGIC) + _LENGTH.size
     (head_length,) = _LENGTH.unpack_from(body, len(MAGIC))
     header = json.loads(bytes(body[start : start + head_length]))
+    if not isinstance(header, dict):
+        raise UnusableSnapshot("damaged (its header is not one)")
     if header.get("format") != FORMAT or header.get("neighbour_weight") != NEIGHBOUR_WEIGHT:
         raise UnusableSnapshot(f"of another format ({header.get('format')})")
     if header.get("probe") != index_terms(PROBE):
@@ -169,6 +194,7 @@ def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
         raise UnusableSnapshot("damaged (its parts do not add up)")
     offsets, postings, lengths = parts[:3]
     newest = _ThreadTable(names, terms, parts[3:])
+    newest.check(count, offsets, header["entries"])
     return LexicalIndex.from_state(IndexState(terms, offsets, postings, lengths, header["total_length"], newest))
 
 
@@ -197,7 +223,7 @@ class SnapshotKeeper:
             if data is None:
                 return LexicalIndex()
             index = decode(data, page_log.pages)
-        except (ValueError, KeyError, TypeError) as exc:  # UnusableSnapshot, or a header not ours
+        except (ValueError, KeyError, TypeError, struct.error) as exc:  # UnusableSnapshot, or parts not ours
             log.info("the saved word index of %s is not used: %s; it is built again", scope.describe(), exc)
             return LexicalIndex()
         except StorageError as exc:

@@ -5,15 +5,18 @@ side, on both backends, is in tests/store/test_store_backends.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
+import struct
 import threading
 from pathlib import Path
 
 import pytest
 
 from memory_mcp.config import Settings
-from memory_mcp.index_snapshot import SnapshotKeeper, UnusableSnapshot, decode
+from memory_mcp.index_snapshot import MAGIC, SnapshotKeeper, UnusableSnapshot, decode
 from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
@@ -82,6 +85,44 @@ def saved(data: Path, pages: int) -> Path:
     snapshot = data / "users" / "alice" / INDEX_FILE
     assert snapshot.exists()
     return snapshot
+
+
+def sealed(body: bytes) -> bytes:
+    """A snapshot body with the trailer its writer would give it: damage the checksum cannot see."""
+    return body + hashlib.sha256(body).digest()
+
+
+def opened(data: bytes) -> tuple[bytes, dict, int]:
+    """The body, the header, and where the terms' length comes (just after the header)."""
+    body = data[:-32]
+    (length,) = struct.unpack_from("<I", body, len(MAGIC))
+    start = len(MAGIC) + 4
+    return body, json.loads(body[start : start + length]), start + length
+
+
+def cut_after_its_header(data: bytes) -> bytes:
+    body, _, end = opened(data)
+    return sealed(body[:end])
+
+
+def a_header_that_is_a_list(data: bytes) -> bytes:
+    body, _, end = opened(data)
+    return sealed(MAGIC + struct.pack("<I", 2) + b"[]" + body[end:])
+
+
+def postings_offsets_running_backwards(data: bytes) -> bytes:
+    body, _, end = opened(bytearray(data))
+    (terms_length,) = struct.unpack_from("<I", body, end)
+    struct.pack_into("<q", body, end + 4 + terms_length + 8, 2**40)  # the second term's start
+    return sealed(bytes(body))
+
+
+def a_thread_term_past_the_terms(data: bytes) -> bytes:
+    body, header, end = opened(bytearray(data))
+    (terms_length,) = struct.unpack_from("<I", body, end)
+    threads = 8 * (header["terms"] + 1) + 8 * header["entries"] + 8 * header["pages"] + 24 * len(header["threads"])
+    struct.pack_into("<i", body, end + 4 + terms_length + threads, header["terms"] + 5)  # the first counted term
+    return sealed(bytes(body))
 
 
 @pytest.fixture
@@ -175,6 +216,16 @@ def test_a_damaged_snapshot_is_not_used_and_a_sound_one_takes_its_place(
     assert found == expected
     pages = service_over(tmp_path).store.read_pages(USER).pages
     assert len(decode(snapshot.read_bytes(), pages)) == SIZE, "saved again, whole"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [cut_after_its_header, a_header_that_is_a_list, postings_offsets_running_backwards, a_thread_term_past_the_terms],
+)
+def test_a_snapshot_its_writer_got_wrong_is_not_used_either(
+    tmp_path: Path, told: pytest.LogCaptureFixture, damage: object
+) -> None:
+    test_a_damaged_snapshot_is_not_used_and_a_sound_one_takes_its_place(tmp_path, told, damage)
 
 
 def test_a_snapshot_of_a_rewritten_log_is_never_used(tmp_path: Path, told: pytest.LogCaptureFixture) -> None:
