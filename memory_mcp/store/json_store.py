@@ -353,8 +353,8 @@ class JsonStore:
             positions = [number for number, page in enumerate(state.log.pages) if page.page_id in erased]
             if positions:
                 gone = set(positions)
-                kept = b"".join(
-                    line for number, line in enumerate(data.splitlines(keepends=True)) if number not in gone
+                kept = b"".join(  # the lines as a read splits them: at newlines only
+                    line + b"\n" for number, line in enumerate(_lines(data, len(data))) if number not in gone
                 )
                 aside.append((written_aside(path, kept), path))
         if vectors_path.exists():

@@ -584,3 +584,15 @@ def test_a_count_reads_only_what_was_added_since_and_names_a_damaged_line(tmp_pa
         fresh.page_count(USER)
     with pytest.raises(StorageError, match="line 6"):
         fresh.read_pages(USER)
+
+
+def test_erasing_exchanges_keeps_the_others_whole_whatever_whitespace_their_records_hold(tmp_path: Path) -> None:
+    store = JsonStore(tmp_path)
+    store.append_pages(USER, [make_page(0)])
+    with pages_path(tmp_path).open("ab") as log:  # valid JSON: a carriage return is whitespace
+        log.write(make_page(1).model_dump_json().replace(',"user_input"', ',\r"user_input"').encode() + b"\n")
+    store.append_pages(USER, [make_page(2)])
+
+    store.erase_pages(USER, ["page_0000"], lambda document, _: document)
+
+    assert [page.page_id for page in JsonStore(tmp_path).read_pages(USER).pages] == ["page_0001", "page_0002"]
