@@ -593,6 +593,6 @@ def test_erasing_exchanges_keeps_the_others_whole_whatever_whitespace_their_reco
         log.write(make_page(1).model_dump_json().replace(',"user_input"', ',\r"user_input"').encode() + b"\n")
     store.append_pages(USER, [make_page(2)])
 
-    store.erase_pages(USER, ["page_0000"], lambda document, _: document)
+    store.erase_pages(USER, ["page_0002"], lambda document, _: document)
 
-    assert [page.page_id for page in JsonStore(tmp_path).read_pages(USER).pages] == ["page_0001", "page_0002"]
+    assert [page.page_id for page in JsonStore(tmp_path).read_pages(USER).pages] == ["page_0000", "page_0001"]
