@@ -244,7 +244,7 @@ class SnapshotKeeper:
             if running is not None and running.is_alive():
                 return
             worker = threading.Thread(
-                target=self._save, args=(scope, lock, index, page_log), name="index-snapshot", daemon=True
+                target=self.save, args=(scope, lock, index, page_log), name="index-snapshot", daemon=True
             )
             self._saving[scope] = worker
         worker.start()
@@ -257,7 +257,8 @@ class SnapshotKeeper:
         for worker in running:
             worker.join()
 
-    def _save(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
+    def save(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
+        """Save the index now, on this thread (the encoding under `lock`, the scope's)."""
         with lock:
             if len(index) > len(page_log.pages):  # grown from a newer read of the log: saved next time
                 return

@@ -121,7 +121,6 @@ class PageRecall:
             leaving, self._leaving = self._leaving, []
         for scope, cache in caches:
             self._save_grown_index(scope, cache)
-        self._snapshots.wait()
         for worker in leaving:
             worker.join()
         for scope, cache in caches:
@@ -287,6 +286,7 @@ class PageRecall:
         return cache
 
     def _save_grown_index(self, scope: Scope, cache: _ScopeCache) -> None:
+        """At close, one scope after another (each encoding holds a copy of its index)."""
         with cache.lock:
             if not self._snapshots.worth_saving(cache.saved_pages, len(cache.index), closing=True):
                 return
@@ -294,9 +294,10 @@ class PageRecall:
                 page_log = self.store.read_pages(scope)
             except StorageError:
                 return  # the next start builds what it cannot read from a snapshot
-            if page_log.generation == cache.generation:
-                cache.saved_pages = len(cache.index)
-                self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
+            if page_log.generation != cache.generation:
+                return
+            cache.saved_pages = len(cache.index)
+        self._snapshots.save(scope, cache.lock, cache.index, page_log)
 
     @staticmethod
     def _searchable(cache: _ScopeCache, document: MemoryDocument) -> Any:

@@ -13,6 +13,7 @@ import secrets
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +41,8 @@ class FileLock:
 
     Rather than the `filelock` package: an add takes this lock once, and that package's acquire
     and release cost ~140 µs (fork checks, path resolution) where open, flock and close cost
-    ~15. Both are flock, so processes using either exclude each other.
+    ~10. Both are flock, so processes using either exclude each other. A child process forked
+    while a lock is held does not hold it (its copy of the descriptor is closed at the fork).
     """
 
     POLL_SECONDS = (0.001, 0.05)  # first and longest wait between tries
@@ -64,13 +66,25 @@ class FileLock:
                 os.close(fd)
                 raise
             self._fd, self._depth = fd, 1
+            _HELD.add(self)
 
     def release(self) -> None:
         with self._guard:
+            if self._depth == 0:
+                raise RuntimeError(f"{self.path} is released more often than it was acquired")
             self._depth -= 1
             if self._depth == 0 and self._fd is not None:
                 fd, self._fd = self._fd, None
+                _HELD.discard(self)
                 os.close(fd)  # closing the only descriptor releases the flock
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: close its copy of the descriptor, which leaves the parent's lock be
+        (and would otherwise keep it held after the parent releases it)."""
+        self._guard = threading.Lock()  # the fork may have copied it held
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._depth = None, 0
 
     def __enter__(self) -> FileLock:
         self.acquire(timeout=float("inf"))
@@ -98,6 +112,18 @@ class FileLock:
                     raise LockTimeout(f"{self.path} is held by another process") from None
                 time.sleep(wait)
                 wait = min(wait * 2, longest)
+
+
+_HELD: weakref.WeakSet[FileLock] = weakref.WeakSet()
+
+
+def _forget_held_locks() -> None:
+    for lock in list(_HELD):
+        lock._forget_in_child()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_held_locks)
 
 
 def ensure_directory(path: Path) -> None:

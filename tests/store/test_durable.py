@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import pytest
 
 from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import Scope
+from memory_mcp.store.durable import FileLock
 from memory_mcp.store.json_store import JsonStore
 
 RECORDED = ("open", "write", "fsync", "replace", "rename", "mkdir", "unlink", "rmdir")
@@ -162,3 +165,43 @@ def test_an_erase_is_one_durable_rename_then_the_tombstone_is_deleted(data_dir: 
     deleted = {path for call, path in recorded.calls[3:-2] if call in ("unlink", "rmdir")}
     assert {"users/.erased-alice-X/pages.jsonl", "users/.erased-alice-X/memory.json"} <= deleted
     assert sync == [("open", "users"), ("fsync", "users")]
+
+
+HOLD_BRIEFLY = """
+import sys
+from pathlib import Path
+from memory_mcp.store.durable import FileLock, LockTimeout
+lock = FileLock(Path(sys.argv[1]))
+try:
+    lock.acquire(timeout=0)
+except LockTimeout:
+    print("held elsewhere")
+else:
+    print("had it")
+"""
+
+
+def test_a_lock_is_one_process_s_and_a_child_forked_meanwhile_does_not_keep_it(tmp_path: Path) -> None:
+    lock = FileLock(tmp_path / "locks" / "alice.log.lock")  # its folder made on first use
+    lock.acquire(timeout=0)
+    lock.acquire(timeout=0)  # again, by its holder: no wait
+
+    def other_process() -> str:
+        run = subprocess.run([sys.executable, "-c", HOLD_BRIEFLY, str(lock.path)], capture_output=True, text=True)
+        return run.stdout.strip() or run.stderr
+
+    child = os.fork()
+    if child == 0:  # the child of a process holding the lock: it lives on, doing nothing
+        time.sleep(5)
+        os._exit(0)
+    try:
+        assert other_process() == "held elsewhere"
+        lock.release()
+        assert other_process() == "held elsewhere", "held until released as often as acquired"
+        lock.release()
+        assert other_process() == "had it", "the forked child, still alive, does not hold it"
+        with pytest.raises(RuntimeError, match="released more often"):
+            lock.release()
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
