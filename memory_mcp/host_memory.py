@@ -75,7 +75,7 @@ def apply_pending(store: MemoryStore, scope: Scope, settings: Settings) -> dict[
 
 def _apply_pending_once(store: MemoryStore, scope: Scope, settings: Settings) -> dict[str, UpdateReport]:
     if not store.host_memory_from(scope, store.read_document(scope).analysis.hostBefore):
-        return {}  # known without reading the log: at start, most users' is not
+        return {}  # known without loading the log: at start, most users' is not
     page_log = store.read_pages(scope)
     pages = page_log.pages[: len(page_log.pages)]
     reports: dict[str, UpdateReport] = {}

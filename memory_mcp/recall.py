@@ -75,6 +75,7 @@ class _ScopeCache:
     mask_key: tuple[int, frozenset[str]] | None = None
     mask: Any = None
     maintenance: threading.Thread | None = None  # saving visits in the background, if it is
+    let_go: bool = False  # no longer kept: a search that still holds it saves the visits it counts
     recent: _RecentWindow = field(default_factory=_RecentWindow)
     vectors: VectorTable | None = None  # with embeddings on, once a query vector came along
     saved_pages: int = 0  # how many pages the index's saved snapshot covers
@@ -118,11 +119,15 @@ class PageRecall:
         self._snapshots.wait()
         with self._guard:
             caches = list(self._caches.items())
-            leaving, self._leaving = self._leaving, []
         for scope, cache in caches:
             self._save_grown_index(scope, cache)
-        for worker in leaving:
-            worker.join()
+        while True:  # a save of a cache let go may start another, for visits counted meanwhile
+            with self._guard:
+                leaving, self._leaving = self._leaving, []
+            if not leaving:
+                break
+            for worker in leaving:
+                worker.join()
         for scope, cache in caches:
             running = cache.maintenance
             if running is not None:
@@ -185,11 +190,9 @@ class PageRecall:
                 hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
             hits = hits[: request.max_results]
             cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
-            save = cache.sessions.should_save() and cache.maintenance is None
-            if save:
-                # A document write and a scan of every session: not on the caller's time.
-                cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
-                cache.maintenance.start()
+            # A document write and a scan of every session: not on the caller's time.
+            saving = self._visits_saver(scope, cache) if cache.sessions.should_save() or cache.let_go else None
+        self._start(saving, cache)
         return hits
 
     def _with_vectors(
@@ -257,17 +260,28 @@ class PageRecall:
         return cache
 
     def _let_go(self, scope: Scope, cache: _ScopeCache) -> None:
-        """A cache no longer kept: its unsaved visits are saved first, in the background. (A search
-        still using it finishes with it; a visit it counts after this is not saved.)"""
+        """A cache no longer kept: its unsaved visits are saved first, in the background, and so
+        are those a search still holding it counts afterwards."""
         with cache.lock:
-            if not cache.sessions.unsaved_visits or cache.maintenance is not None:
-                return
-            worker = cache.maintenance = threading.Thread(
-                target=self._maintain_sessions, args=(scope, cache), name="visits-of-let-go", daemon=True
-            )
-        with self._guard:
-            self._leaving = [each for each in self._leaving if each.is_alive()] + [worker]
-        worker.start()
+            cache.let_go = True
+            saving = self._visits_saver(scope, cache) if cache.sessions.unsaved_visits else None
+        self._start(saving, cache)
+
+    def _visits_saver(self, scope: Scope, cache: _ScopeCache) -> threading.Thread | None:
+        """A thread to save the cache's visits, unless one is at it (held: cache.lock)."""
+        if cache.maintenance is not None:
+            return None  # it saves again when done if visits came meanwhile to a cache let go
+        cache.maintenance = threading.Thread(target=self._maintain_sessions, args=(scope, cache), daemon=True)
+        return cache.maintenance
+
+    def _start(self, saving: threading.Thread | None, cache: _ScopeCache) -> None:
+        """Start a save of visits; one of a cache let go is waited for at close."""
+        if saving is None:
+            return
+        if cache.let_go:
+            with self._guard:
+                self._leaving = [each for each in self._leaving if each.is_alive()] + [saving]
+        saving.start()
 
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""
@@ -341,9 +355,11 @@ class PageRecall:
                 sessions.setdefault(name, SessionState()).archived = True
             return document
 
+        saved = False
         try:
             # Visits count for the log the index was built from: never for memory erased since.
             self.store.update_document(scope, change, create=False, log_generation=cache.generation)
+            saved = True
         except MemoryGone:
             return
         except StorageError as exc:
@@ -353,6 +369,9 @@ class PageRecall:
             with cache.lock:
                 if cache.maintenance is threading.current_thread():
                     cache.maintenance = None
+                counted_meanwhile = saved and cache.let_go and cache.sessions.unsaved_visits
+                again = self._visits_saver(scope, cache) if counted_meanwhile else None
+            self._start(again, cache)
         for thread in hot_threads:
             assert self._on_hot is not None
             self._on_hot(scope, thread)

@@ -53,6 +53,7 @@ class SessionTable:
         self.page_sessions: list[str] = []
         self.sizes: Counter[str] = Counter()
         self.first_seen: dict[str, str] = {}  # session -> timestamp of its first page
+        self._names: dict[str, str] = {}  # a session's name held once, not once a page
         self.unsaved_visits: Counter[str] = Counter()
         self.unsaved_last_visit: dict[str, str] = {}
         self.unsaved_retrievals = 0
@@ -63,12 +64,13 @@ class SessionTable:
         """Take in pages added since the last call (or start over if the log was replaced)."""
         if generation != self.generation:
             self.generation = generation
-            self.page_sessions, self.sizes, self.first_seen = [], Counter(), {}
+            self.page_sessions, self.sizes, self.first_seen, self._names = [], Counter(), {}, {}
         added = pages[len(self.page_sessions) :]
+        if not added:
+            return
         named = [session_of(page) for page in added]
         self.sizes.update(named)
-        one_each = {name: name for name in self.sizes}  # a session's name held once, not once a page
-        self.page_sessions += [one_each[name] for name in named]
+        self.page_sessions += [self._names.setdefault(name, name) for name in named]
         firsts = {name: page.timestamp for name, page in zip(reversed(named), reversed(added))}  # earliest wins
         for name, timestamp in firsts.items():
             self.first_seen.setdefault(name, timestamp)

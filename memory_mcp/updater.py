@@ -270,7 +270,7 @@ def pending_threads(store: MemoryStore, scope: Scope) -> dict[str, int]:
 
 
 def pending_count(store: MemoryStore, scope: Scope) -> int:
-    """How many pages await analysis in `scope`: counted without reading the log unless some
+    """How many pages await analysis in `scope`: counted without loading the log unless some
     thread was analysed further than the rest."""
     progress = store.read_document(scope).analysis
     if not progress.threads:

@@ -136,7 +136,7 @@ class _ScopeState:
     update_file_lock: FileLock
     log: _LogCache | None = None
     document: _DocumentCache | None = None
-    dropped: _LogCache | None = None  # where the log was when its cache was let go, or counted (no pages)
+    tally: _LogCache | None = None  # where the log was when its cache was let go, or when counted (no pages)
 
 
 class JsonStore:
@@ -368,7 +368,7 @@ class JsonStore:
             put_in_place(temp, target)
             remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
             if target.name == PAGES_FILE:
-                state.log = state.dropped = None  # read again: a new file, a new generation
+                state.log = state.tally = None  # read again: a new file, a new generation
                 (target.parent / INDEX_FILE).unlink(missing_ok=True)  # it holds the erased pages' words
 
     def _pages_held(self, state: _ScopeState, scope: Scope, directory: Path) -> list[Page]:
@@ -450,7 +450,7 @@ class JsonStore:
                 return
             rename_durably(directory, tombstone)
             for known in self._states.erased(scope):
-                known.log = known.document = known.dropped = None
+                known.log = known.document = known.tally = None
         with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
             remove_tree(tombstone)
 
@@ -474,17 +474,17 @@ class JsonStore:
         identity = (os.fstat(fd).st_ino, _first_record(fd))
         cache = state.log
         if not keep_pages:
-            if not _continued(state.dropped, identity, size):
-                state.dropped = _LogCache(identity=identity)
-            cache = state.dropped
+            if not _continued(state.tally, identity, size):
+                state.tally = _LogCache(identity=identity)
+            cache = state.tally
             assert cache is not None
-        elif cache is None and _continued(state.dropped, identity, size):
-            assert state.dropped is not None
-            cache = state.log = _LogCache(identity=identity, generation=state.dropped.generation)  # read again
+        elif cache is None and _continued(state.tally, identity, size):
+            assert state.tally is not None
+            cache = state.log = _LogCache(identity=identity, generation=state.tally.generation)  # read again
         elif cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
             cache = state.log = _LogCache(identity=identity)
         if keep_pages:
-            state.dropped = None
+            state.tally = None
         if size <= cache.end:
             return cache
         with contextlib.ExitStack() as held:
@@ -766,7 +766,7 @@ def _drop_cached(state: _ScopeState) -> bool:
     def drop() -> None:
         if state.log is not None:
             kept = state.log
-            state.dropped = _LogCache(
+            state.tally = _LogCache(
                 identity=kept.identity,
                 generation=kept.generation,
                 end=kept.end,
@@ -778,14 +778,9 @@ def _drop_cached(state: _ScopeState) -> bool:
     return done_when_idle([state.log_lock, state.document_lock], drop)
 
 
-def _continued(dropped: _LogCache | None, identity: tuple[int, bytes], size: int) -> bool:
-    """Whether the log file is the one whose cache was let go, only grown since."""
-    return (
-        dropped is not None
-        and dropped.identity[0] == identity[0]
-        and size >= dropped.end
-        and _same_start(dropped, identity)
-    )
+def _continued(known: _LogCache | None, identity: tuple[int, bytes], size: int) -> bool:
+    """Whether the log file is the one last known (its cache let go, or its tally), only grown since."""
+    return known is not None and known.identity[0] == identity[0] and size >= known.end and _same_start(known, identity)
 
 
 def _same_start(cache: _LogCache, identity: tuple[int, bytes]) -> bool:

@@ -29,7 +29,7 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
 )
 from memory_mcp.service import MemoryService
-from memory_mcp.store import Scope, durable
+from memory_mcp.store import Scope, durable, json_store
 from memory_mcp.store.json_store import JsonStore
 
 USER = Scope("alice")
@@ -566,11 +566,18 @@ def test_scope_dir_rejects_ids_that_could_escape_the_data_root(data_dir: Path) -
     assert not data_dir.exists()
 
 
-def test_a_count_reads_only_what_was_added_since_and_names_a_damaged_line(tmp_path: Path) -> None:
+def test_a_count_reads_only_what_was_added_since_and_names_a_damaged_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[bytes] = []
+    parse = json_store.page_from_record
+    monkeypatch.setattr(json_store, "page_from_record", lambda record: parsed.append(record) or parse(record))
     writer, counter = JsonStore(tmp_path), JsonStore(tmp_path)
     writer.append_pages(USER, [make_page(n) for n in range(3)])
     assert counter.page_count(USER) == 3
-    writer.append_pages(USER, [make_page(n) for n in range(3, 5)])
+    for n in range(3, 5):
+        writer.append_page(USER, make_page(n))  # which reads nothing back
+    assert counter.page_count(USER) == 5 and len(parsed) == 5, "each record read once"
     with pages_path(tmp_path).open("ab") as log:
         log.write(b'{"page_id": "cut off')  # an interrupted write: not a page
     assert counter.page_count(USER) == 5

@@ -1104,7 +1104,7 @@ def test_a_saved_word_index_lives_only_as_long_as_the_log_it_was_made_from(backe
     assert backend.store().read_index_snapshot(USER) is None
 
 
-def test_page_count_is_the_length_of_the_log_without_reading_it(backend: Backend) -> None:
+def test_page_count_is_the_length_of_the_log_without_loading_it(backend: Backend) -> None:
     store = backend.store()
     assert store.page_count(USER) == 0
     store.append_pages(USER, [make_page(n) for n in range(5)])
@@ -1122,7 +1122,9 @@ def test_host_memory_from_says_whether_a_page_from_there_on_carries_host_memory(
     host = HostMemory(facts=[HostFact(content="Alice writes Go", category="knowledge", confidence=0.9)])
     carrying = StoredPage(**make_page(2).model_dump(), host_memory=host)
     store.append_pages(USER, [make_page(0), make_page(1), carrying, make_page(3)])
-    for asking in (store, backend.store()):  # the process that wrote them, and one that read nothing
+    other = backend.store()  # as another process, having read nothing
+    for asking in (store, other):
         assert [asking.host_memory_from(USER, start) for start in range(5)] == [True, True, True, False, False]
     store.erase_pages(USER, ["page_0001"], lambda document, _: document)
-    assert [backend.store().host_memory_from(USER, start) for start in range(3)] == [True, True, False]
+    for asking in (store, other, backend.store()):  # the tally another process kept sees the erase
+        assert [asking.host_memory_from(USER, start) for start in range(3)] == [True, True, False]
