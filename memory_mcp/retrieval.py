@@ -483,13 +483,13 @@ class _Tfidf:
 
     idf: dict[str, float]
     postings: dict[str, list[tuple[int, float]]]  # term -> (text, its normalised weight there)
-    count: int
+    texts: int
 
     def similarities(self, query: str) -> list[float]:
         """Each text's cosine similarity to `query` (the query weighted with the texts' idf)."""
         weights = {term: n * self.idf[term] for term, n in Counter(index_terms(query)).items() if term in self.idf}
         norm = math.sqrt(sum(weight * weight for weight in weights.values()))
-        similarities = [0.0] * self.count
+        similarities = [0.0] * self.texts
         for term in sorted(weights):
             for text, weight in self.postings[term]:
                 similarities[text] += weight * (weights[term] / norm)
