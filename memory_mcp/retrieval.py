@@ -487,13 +487,19 @@ class _Tfidf:
 
     def similarities(self, query: str) -> list[float]:
         """Each text's cosine similarity to `query` (the query weighted with the texts' idf)."""
-        weights = {term: n * self.idf[term] for term, n in Counter(index_terms(query)).items() if term in self.idf}
-        norm = math.sqrt(sum(weight * weight for weight in weights.values()))
+        asked = _unit_tfidf(Counter(index_terms(query)), self.idf)
         similarities = [0.0] * self.texts
-        for term in sorted(weights):
+        for term in sorted(asked):
             for text, weight in self.postings[term]:
-                similarities[text] += weight * (weights[term] / norm)
+                similarities[text] += weight * asked[term]
         return similarities
+
+
+def _unit_tfidf(counts: Counter[str], idf: dict[str, float]) -> dict[str, float]:
+    """Term counts times their idf, L2-normalised; terms without an idf left out."""
+    weights = {term: n * idf[term] for term, n in counts.items() if term in idf}
+    norm = math.sqrt(sum(weight * weight for weight in weights.values()))
+    return {term: weight / norm for term, weight in weights.items()}
 
 
 @lru_cache(maxsize=64)
@@ -507,8 +513,6 @@ def _fitted_tfidf(contents: tuple[str, ...]) -> _Tfidf | None:
     idf = {term: math.log((1 + len(contents)) / (1 + df)) + 1 for term, df in frequency.items()}
     postings: dict[str, list[tuple[int, float]]] = {}
     for number, text in enumerate(counts):
-        weights = {term: n * idf[term] for term, n in text.items()}
-        norm = math.sqrt(sum(weight * weight for weight in weights.values()))
-        for term, weight in weights.items():
-            postings.setdefault(term, []).append((number, weight / norm))
+        for term, weight in _unit_tfidf(text, idf).items():
+            postings.setdefault(term, []).append((number, weight))
     return _Tfidf(idf, postings, len(contents))
