@@ -23,6 +23,7 @@ The locks live outside the directories they guard, so an erase never deletes a l
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -513,7 +514,7 @@ class JsonStore:
                     f"{path} line {number} is not a valid page record; the file was left untouched "
                     "(fix or remove that line)"
                 ) from None
-            if b'"host_memory"' in line and carries_host_memory(page):
+            if carries_host_memory(page):
                 cache.host_memory_end = number
             if keep_pages:
                 new_pages.append(page)
@@ -765,14 +766,7 @@ def _drop_cached(state: _ScopeState) -> bool:
 
     def drop() -> None:
         if state.log is not None:
-            kept = state.log
-            state.tally = _LogCache(
-                identity=kept.identity,
-                generation=kept.generation,
-                end=kept.end,
-                lines=kept.lines,
-                host_memory_end=kept.host_memory_end,
-            )
+            state.tally = dataclasses.replace(state.log, pages=[])
         state.log = state.document = None
 
     return done_when_idle([state.log_lock, state.document_lock], drop)
