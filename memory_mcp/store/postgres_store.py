@@ -568,33 +568,26 @@ class PostgresStore:
             state.document = _DocumentCache(version, stored)
 
     def page_count(self, scope: Scope) -> int:
-        user_id, agent = _key(scope)
-        row = self._run(
-            f"count the pages of {scope.describe()}",
-            lambda conn, _: conn.execute(self._sql["page_count"], {"u": user_id, "a": agent}).fetchone(),
-        )
+        row = self._scope_row(f"count the pages of {scope.describe()}", "page_count", scope)
         return 0 if row is None else int(row[0])
 
     def host_memory_from(self, scope: Scope, start: int) -> bool:
-        user_id, agent = _key(scope)
-        row = self._run(
-            f"look for host memory in the pages of {scope.describe()}",
-            lambda conn, _: conn.execute(
-                self._sql["host_memory_from"], {"u": user_id, "a": agent, "start": start}
-            ).fetchone(),
-        )
+        action = f"look for host memory in the pages of {scope.describe()}"
+        row = self._scope_row(action, "host_memory_from", scope, start=start)
         return row is not None and bool(row[0])
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
-        user_id, agent = _key(scope)
         # In binary: as text, the bytes travel hex-encoded (72 MB at 100k exchanges: 0.8 s instead of 0.3).
-        row = self._run(
-            f"read the word index of {scope.describe()}",
-            lambda conn, _: conn.execute(
-                self._sql["read_index_snapshot"], {"u": user_id, "a": agent}, binary=True
-            ).fetchone(),
-        )
+        row = self._scope_row(f"read the word index of {scope.describe()}", "read_index_snapshot", scope, binary=True)
         return None if row is None else bytes(row[0])
+
+    def _scope_row(
+        self, action: str, query: str, scope: Scope, binary: bool = False, **params: Any
+    ) -> tuple[Any, ...] | None:
+        """The row (if any) of one of the queries that name a scope by %(u)s and %(a)s."""
+        user_id, agent = _key(scope)
+        named = {"u": user_id, "a": agent, **params}
+        return self._run(action, lambda conn, _: conn.execute(self._sql[query], named, binary=binary).fetchone())
 
     def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
         """Saved only while the scope's generation is still `generation` (one statement)."""
@@ -620,18 +613,12 @@ class PostgresStore:
     # --- structured memory ----------------------------------------------------------------
 
     def read_document(self, scope: Scope) -> MemoryDocument:
-        user_id, agent = _key(scope)
         state = self._states.get(scope)
 
         def fetch(known: int) -> tuple[Any, ...] | None:
             # No in-process lock is held while waiting for a connection: update_document holds a
             # connection while it takes document_lock, and the two orders would deadlock.
-            return self._run(
-                f"read the memory of {scope.describe()}",
-                lambda conn, _: conn.execute(
-                    self._sql["read_document"], {"u": user_id, "a": agent, "known": known}
-                ).fetchone(),
-            )
+            return self._scope_row(f"read the memory of {scope.describe()}", "read_document", scope, known=known)
 
         with state.document_lock:
             known = state.document.version if state.document is not None else -1
