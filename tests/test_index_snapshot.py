@@ -62,16 +62,23 @@ def rankings(service: MemoryService) -> list[list[tuple[str, float]]]:
     ]
 
 
-def built_afresh(data: Path) -> list[list[tuple[str, float]]]:
-    """What a service finds with no snapshot to start from (the snapshot set aside meanwhile)."""
-    snapshot = data / "users" / "alice" / INDEX_FILE
-    kept = snapshot.read_bytes() if snapshot.exists() else None
-    snapshot.unlink(missing_ok=True)
+def found_after_a_start(data: Path) -> list[list[tuple[str, float]]]:
+    """What a service started over `data` finds (and what it saves when it closes)."""
     service = service_over(data)
     try:
         return rankings(service)
     finally:
         service.close()
+
+
+def built_afresh(data: Path) -> list[list[tuple[str, float]]]:
+    """What a service finds with no snapshot to start from (the snapshot set aside meanwhile)."""
+    snapshot = data / "users" / "alice" / INDEX_FILE
+    kept = snapshot.read_bytes() if snapshot.exists() else None
+    snapshot.unlink(missing_ok=True)
+    try:
+        return found_after_a_start(data)
+    finally:
         if kept is not None:
             snapshot.write_bytes(kept)
 
@@ -147,9 +154,7 @@ def test_a_restart_finds_from_the_saved_index_and_the_pages_since_what_a_fresh_b
         )
     adding.close()
 
-    restarted = service_over(tmp_path)
-    found = rankings(restarted)
-    restarted.close()
+    found = found_after_a_start(tmp_path)
 
     assert f"{SIZE} exchanges from its snapshot" in told.text
     assert found == built_afresh(tmp_path)
@@ -165,9 +170,7 @@ def test_a_server_closed_after_more_exchanges_leaves_an_index_that_covers_them(
     rankings(running)  # its index grows by 30, fewer than a save in the background waits for
     running.close()
 
-    restarted = service_over(tmp_path)
-    found = rankings(restarted)
-    restarted.close()
+    found = found_after_a_start(tmp_path)
 
     assert f"{SIZE + 30} exchanges from its snapshot" in told.text
     assert found == built_afresh(tmp_path)
@@ -208,9 +211,7 @@ def test_a_damaged_snapshot_is_not_used_and_a_sound_one_takes_its_place(
     expected = built_afresh(tmp_path)
     snapshot.write_bytes(damage(snapshot.read_bytes()))  # type: ignore[operator]
 
-    service = service_over(tmp_path)
-    found = rankings(service)
-    service.close()
+    found = found_after_a_start(tmp_path)
 
     assert "is not used" in told.text and "from its snapshot" not in told.text
     assert found == expected
@@ -267,9 +268,7 @@ def test_a_snapshot_of_forgotten_memory_is_never_used_for_what_is_written_after(
     service.close()
     (tmp_path / "users" / "alice" / INDEX_FILE).write_bytes(old)
 
-    restarted = service_over(tmp_path)
-    found = rankings(restarted)
-    restarted.close()
+    found = found_after_a_start(tmp_path)
 
     assert "made from other exchanges" in told.text
     assert found == built_afresh(tmp_path)
@@ -312,7 +311,5 @@ def test_servers_adding_and_saving_at_once_leave_a_snapshot_that_holds_or_is_ref
     except UnusableSnapshot as exc:
         pytest.fail(f"the last snapshot written is a sound one of this log, yet: {exc}")
     assert SnapshotKeeper.MIN_PAGES <= covered <= len(pages)
-    restarted = service_over(tmp_path)
-    found = rankings(restarted)
-    restarted.close()
+    found = found_after_a_start(tmp_path)
     assert found == built_afresh(tmp_path)
