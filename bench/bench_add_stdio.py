@@ -33,7 +33,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
-from bench.stats import percentile
+from bench.stats import percentile, report_only
 
 PROTOCOL_VERSION = "2025-11-25"
 TARGET_RATIO = 1.5
@@ -134,15 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=50, help="calls per server before switching (default 50)")
     parser.add_argument("--warm-up", type=int, default=100, help="untimed calls per server first (default 100)")
     parser.add_argument("--python", default=sys.executable, help="interpreter to run both servers with")
-    args = parser.parse_args(argv)
-    try:
-        report(args)
-    except Exception as exc:  # a report, not a test: say what broke and exit 0
-        import traceback
-
-        traceback.print_exc()
-        print(f"benchmark failed: {type(exc).__name__}: {exc} (report only: exiting 0)")
-    return 0
+    return report_only(report, parser.parse_args(argv))
 
 
 def report(args: argparse.Namespace) -> None:

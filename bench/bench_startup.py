@@ -27,6 +27,11 @@ import time
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+from bench.stats import report_only
+
 PROTOCOL_VERSION = "2025-11-25"
 TARGET_DIFFERENCE_S = 0.5
 HEAVY_MODULES = ("numpy", "tiktoken", "openai", "snowballstemmer", "httpx", "httpx2")
@@ -178,14 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="interpreter to run both servers with")
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
-    try:
-        report(args)
-    except Exception as exc:  # a report, not a test: say what broke and exit 0
-        import traceback
-
-        traceback.print_exc()
-        print(f"benchmark failed: {type(exc).__name__}: {exc} (report only: exiting 0)")
-    return 0
+    return report_only(report, args)
 
 
 def report(args: argparse.Namespace) -> None:

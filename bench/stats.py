@@ -1,9 +1,22 @@
-"""Percentiles and latency summaries shared by the store benchmarks."""
+"""Percentiles, latency summaries and the report-only exit shared by the benchmarks."""
 
 from __future__ import annotations
 
+import argparse
 import math
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+
+
+def report_only(report: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> int:
+    """Run a benchmark's report; if it breaks, say what broke and exit 0 all the same: a report,
+    not a test."""
+    try:
+        report(args)
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"benchmark failed: {type(exc).__name__}: {exc} (report only: exiting 0)")
+    return 0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
