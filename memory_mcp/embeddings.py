@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import Page
+from memory_mcp.page_sequence import columns_of
 from memory_mcp.store import MemoryStore, PageVector, Scope
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,8 @@ class EmbeddingRunner:
         return self._pages_without(scope, {vector.page_id for vector in vectors if vector.model == self.model})
 
     def _pages_without(self, scope: Scope, have: set[str]) -> list[Page]:
-        return [page for page in self.store.read_pages(scope).pages if page.page_id not in have]
+        pages = self.store.read_pages(scope).pages
+        return [pages[number] for number, page_id in enumerate(pages.ids) if page_id not in have]
 
     def _run(self) -> None:
         while True:
@@ -358,8 +360,9 @@ class VectorTable:
         """Take in the pages and vectors stored since the last call (same page log generation)."""
         import numpy as np
 
+        ids = columns_of(pages).ids
         for position in range(len(self._position), len(pages)):
-            self._position[pages[position].page_id] = position
+            self._position[ids[position]] = position
         if len(self._scales) < len(pages):
             grown = max(len(pages), 2 * len(self._scales))
             self._scales = np.concatenate([self._scales, np.zeros(grown - len(self._scales), dtype=np.float32)])

@@ -24,6 +24,11 @@ class MemoryGone(StorageError):
     meanwhile: the write is dropped, never recreating what was forgotten."""
 
 
+class LogReplaced(MemoryGone):
+    """Exchanges were erased (their log rewritten or removed) while a caller was reading them:
+    nothing of the erased ones is read back; reading the log again gives what is kept."""
+
+
 class LLMError(MemoryServiceError):
     """The LLM endpoint did not give a usable answer; pending work stays pending."""
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from memory_mcp.errors import StorageError
 from memory_mcp.models import Page
-from memory_mcp.pending import thread_key
+from memory_mcp.page_sequence import columns_of
 from memory_mcp.retrieval import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.terms import index_terms
@@ -48,8 +48,8 @@ class UnusableSnapshot(ValueError):
 
 def pages_digest(pages: Sequence[Page], count: int) -> str:
     """What the index of the first `count` pages was made from: their ids and threads, in order."""
-    covered = pages[:count]
-    listed = "\n".join(map("\t".join, zip([page.page_id for page in covered], map(thread_key, covered))))
+    covered = columns_of(pages)[:count]
+    listed = "\n".join(map("\t".join, zip(covered.ids, covered.threads)))
     return hashlib.sha256(f"{listed}\n".encode() if covered else b"").hexdigest()
 
 

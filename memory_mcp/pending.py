@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory_mcp.models import AnalysisProgress, Page
+from memory_mcp.page_sequence import columns_of
 
 
 def thread_key(page: Page) -> str:
@@ -20,8 +21,8 @@ def thread_key(page: Page) -> str:
 def pending_by_thread(pages: Sequence[Page], progress: AnalysisProgress) -> dict[str, list[int]]:
     """Numbers of the pages not yet analysed, grouped by thread, each list in log order."""
     pending: dict[str, list[int]] = {}
-    for number in range(progress.allBefore, len(pages)):
-        key = thread_key(pages[number])
+    threads = columns_of(pages)[progress.allBefore :].threads
+    for number, key in enumerate(threads, start=progress.allBefore):
         if number >= progress.threads.get(key, 0):
             pending.setdefault(key, []).append(number)
     return pending
@@ -32,6 +33,7 @@ def mark_analysed(progress: AnalysisProgress, pages: Sequence[Page], key: str, l
     threads = dict(progress.threads)
     threads[key] = max(threads.get(key, 0), last + 1)
     floor = progress.allBefore
-    while floor < len(pages) and floor < threads.get(thread_key(pages[floor]), 0):
+    page_threads = columns_of(pages).threads
+    while floor < len(pages) and floor < threads.get(page_threads[floor], 0):
         floor += 1
     return progress.model_copy(update={"allBefore": floor, "threads": {k: v for k, v in threads.items() if v > floor}})

@@ -45,15 +45,14 @@ class _RecentWindow:
         """The window over the first `end` pages of the log, as positions, oldest first."""
         if self.generation != page_log.generation or end < self.seen:
             self.generation, self.seen, self.newest = page_log.generation, 0, []
-        pages = page_log.pages
+        stamps = page_log.pages.timestamps
         if self.seen == 0 and end > capacity:
-            stamps = [page.timestamp for page in pages[:end]]
             # A stable sort of a log mostly in time order is nearly linear: ties stay in log order.
             newest = sorted(range(end), key=stamps.__getitem__)[-capacity:]
             self.newest = [(stamps[n], n) for n in newest]
         else:
             for position in range(self.seen, end):
-                key = (pages[position].timestamp, position)
+                key = (stamps[position], position)
                 if len(self.newest) < capacity:
                     bisect.insort(self.newest, key)
                 elif key > self.newest[0]:
@@ -139,9 +138,9 @@ class PageRecall:
         """Positions of the `short_term_capacity` newest pages by timestamp, oldest first,
         among the first `among_first` of the log (and those `within` marks, if given)."""
         if within is not None:  # a window asked for once: no state worth keeping
-            pages = page_log.pages
+            stamps = page_log.pages.timestamps
             newest = heapq.nlargest(
-                self.settings.short_term_capacity, ((pages[n].timestamp, int(n)) for n in within.nonzero()[0])
+                self.settings.short_term_capacity, ((stamps[n], int(n)) for n in within.nonzero()[0])
             )
             return [position for _, position in sorted(newest)]
         cache = self._entry(scope)
@@ -173,7 +172,7 @@ class PageRecall:
             eligible = _eligible(among_first, [within, archive], exclude)
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
-            period = _within(page_log.pages[:among_first], periods) if periods else None
+            period = _within(page_log.pages[:among_first].timestamps, periods) if periods else None
             scores = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
             pages = page_log.pages
             scores = cache.index.with_phrases(scores, request.query, lambda number: _page_text(pages[number]))
@@ -377,20 +376,21 @@ class PageRecall:
             self._on_hot(scope, thread)
 
 
-def time_window(pages: Sequence[Page], since: str | None, until: str | None) -> Any:
-    """Which pages fall between `since` and `until`, both included, as a boolean numpy array; None
-    when neither is given."""
+def time_window(timestamps: Sequence[str], since: str | None, until: str | None) -> Any:
+    """Which pages (by their `timestamps`) fall between `since` and `until`, both included, as a
+    boolean numpy array; None when neither is given."""
     if since is None and until is None:
         return None
-    return _within(pages, [Period(since or "", until or "\uffff")])
+    return _within(timestamps, [Period(since or "", until or "\uffff")])
 
 
-def _within(pages: Sequence[Page], periods: Sequence[Period]) -> Any:
-    """Which pages fall in any of `periods`. Stored timestamps share one form: they compare as text."""
+def _within(timestamps: Sequence[str], periods: Sequence[Period]) -> Any:
+    """Which pages (by their `timestamps`) fall in any of `periods`. Stored timestamps share one
+    form: they compare as text."""
     import numpy as np
 
     return np.fromiter(
-        (any(period.holds(page.timestamp) for period in periods) for page in pages), dtype=bool, count=len(pages)
+        (any(period.holds(stamp) for period in periods) for stamp in timestamps), dtype=bool, count=len(timestamps)
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -15,7 +16,7 @@ from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import build_context
 from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder, stored_model
-from memory_mcp.errors import InvalidInput, NotFound, StorageError
+from memory_mcp.errors import InvalidInput, LogReplaced, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.ids import new_id
 from memory_mcp.models import (
@@ -83,6 +84,7 @@ HOST_EXTRACTION_NOTE = (
 )
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
+RETRIEVE_ATTEMPTS = 3  # reads of the log when exchanges keep being erased under a retrieve
 EXTRACTION_DISABLED_NOTE = (
     "The server's own extraction is disabled (memory.enabled is false): the profile and facts grow only from "
     "what the host model passes to add_memory (`facts`, `profile`) and from add_fact."
@@ -201,12 +203,19 @@ class MemoryService:
 
     def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
         """Recent exchanges, the older ones most relevant to the query, what is known, and all of
-        it as a <memory> block within the token budget."""
+        it as a <memory> block within the token budget. Exchanges erased while it read them: it
+        reads again what is kept (a few times at most, if erases keep coming)."""
         scope = self.resolve_scope(request.user_id, request.agent_name)
+        for _ in range(RETRIEVE_ATTEMPTS - 1):
+            with contextlib.suppress(LogReplaced):
+                return self._retrieve(scope, request)
+        return self._retrieve(scope, request)
+
+    def _retrieve(self, scope: Scope, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
-        within = time_window(pages, request.since, request.until)
+        within = time_window(pages.timestamps, request.since, request.until)
         recent = self._recall.recent(scope, page_log, len(pages), within)
         document = self.store.read_document(scope)
         held = current(document.facts)
@@ -538,7 +547,7 @@ class MemoryService:
 
     def exchange_times(self, user_id: str, agent_name: str | None) -> list[str]:
         """When each exchange was said, in the order they were added."""
-        return [page.timestamp for page in self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages]
+        return list(self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages.timestamps)
 
     def archived_sessions(self, user_id: str, agent_name: str | None) -> frozenset[str]:
         """The sessions everyday retrieval no longer searches (named as sessions.session_of names them)."""

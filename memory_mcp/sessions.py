@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from memory_mcp.config import Settings
 from memory_mcp.models import MemoryDocument, Page, SessionState
+from memory_mcp.page_sequence import columns_of
 
 RETRIEVALS_PER_SAVE = 20
 SECONDS_PER_SAVE = 60.0
@@ -26,7 +27,12 @@ SECONDS_PER_SAVE = 60.0
 
 def session_of(page: Page) -> str:
     """The session a page belongs to: its thread, or for thread-less pages the day it was said."""
-    return f"thread:{page.thread_id}" if page.thread_id else f"day:{page.timestamp[:10]}"
+    return session_named(page.thread_id or "", page.timestamp)
+
+
+def session_named(thread: str, timestamp: str) -> str:
+    """The session of a page of this thread ("": none) said at `timestamp`."""
+    return f"thread:{thread}" if thread else f"day:{timestamp[:10]}"
 
 
 def thread_of_session(session: str) -> str:
@@ -65,13 +71,14 @@ class SessionTable:
         if generation != self.generation:
             self.generation = generation
             self.page_sessions, self.sizes, self.first_seen, self._names = [], Counter(), {}, {}
-        added = pages[len(self.page_sessions) :]
+        added = columns_of(pages)[len(self.page_sessions) :]
         if not added:
             return
-        named = [session_of(page) for page in added]
+        timestamps = added.timestamps
+        named = list(map(session_named, added.threads, timestamps))
         self.sizes.update(named)
         self.page_sessions += [self._names.setdefault(name, name) for name in named]
-        firsts = {name: page.timestamp for name, page in zip(reversed(named), reversed(added))}  # earliest wins
+        firsts = dict(zip(reversed(named), reversed(timestamps)))  # earliest wins
         for name, timestamp in firsts.items():
             self.first_seen.setdefault(name, timestamp)
 

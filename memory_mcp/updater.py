@@ -93,7 +93,7 @@ class Updater:
             if cancel is not None and cancel.is_set():
                 break
             pages = self.store.read_pages(scope).pages
-            position = {page.page_id: number for number, page in enumerate(pages)}
+            position = {page_id: number for number, page_id in enumerate(pages.ids)}
             numbers = [position[page_id] for page_id in batch.pageIds if page_id in position]
             try:
                 report.merge(self._analyse(target, batch.thread, numbers, _taking_back(pages), cancel))

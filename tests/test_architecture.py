@@ -26,6 +26,7 @@ LAYERS: dict[str, list[str]] = {
         "environment",
         "config",
         "models",
+        "page_sequence",
         "terms",
         "periods",
         "tokens",

@@ -16,6 +16,7 @@ from typing import Protocol
 from memory_mcp.config import Settings
 from memory_mcp.errors import StorageError
 from memory_mcp.models import MemoryDocument, Page, StoredPage
+from memory_mcp.page_sequence import PageSequence
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,12 @@ class PageLog:
 
     `generation` changes whenever the log was replaced rather than appended to, so an index
     built over `pages[:n]` knows it may extend itself only while the generation is unchanged.
-    The sequence is shared: callers read it and never mutate it.
+    The sequence is shared: callers read it and never mutate it. Its ids, threads and timestamps
+    are columns: walk those, not the pages, where they are all that is needed.
     """
 
     generation: int
-    pages: Sequence[Page]
+    pages: PageSequence
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
     {root}/users/{user}/memory.json                     structured memory (DeerFlow schema)
     {root}/users/{user}/pages.jsonl                     verbatim exchanges, one JSON per line
+    {root}/users/{user}/pages.directory, index.snapshot where each record lies, and the word index:
+                                                        derived, saved so that a start need not parse
     {root}/users/{user}/agents/{agent}/...              the same, for one agent of that user
     {root}/locks/{user}[@{agent}].{log,doc,update}.lock cross-process locks, never deleted
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import json
 import logging
@@ -42,6 +45,7 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.page_sequence import HeldPages
 from memory_mcp.store import (
     PageLog,
     PageVector,
@@ -68,6 +72,12 @@ from memory_mcp.store.durable import (
     rename_durably,
     written_aside,
 )
+from memory_mcp.store.json_pages import (
+    DIRECTORY_MIN_PAGES,
+    FilePages,
+    encode_directory,
+    read_directory,
+)
 from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
 
 log = logging.getLogger(__name__)
@@ -76,6 +86,7 @@ MEMORY_FILE = "memory.json"
 PAGES_FILE = "pages.jsonl"
 VECTORS_FILE = "vectors.jsonl"  # embeddings of the pages: derived, so a damaged line is recomputed
 INDEX_FILE = "index.snapshot"  # the word index of the pages: derived, so a damaged one is rebuilt
+DIRECTORY_FILE = "pages.directory"  # where each page's record lies: derived, so a damaged one is rebuilt
 USERS_DIR = "users"
 AGENTS_DIR = "agents"
 LOCKS_DIR = "locks"
@@ -112,10 +123,13 @@ class _LogCache(CachedLog):
     """What this process has read of one page log (`end`: bytes consumed, just past a newline)."""
 
     identity: tuple[int, bytes]  # (inode, first record)
+    pages: FilePages | HeldPages = field(default_factory=HeldPages)  # HeldPages: none kept (a tally)
     generation: int = field(default_factory=lambda: next(_generations))
     lines: int = 0
     host_memory_end: int = 0  # every page carrying host memory is among the first this many
     unfinished_reported_at: int = -1
+    digest: hashlib._Hash = field(default_factory=hashlib.sha256)  # of the first `end` bytes
+    directory_pages: int = 0  # how many pages the saved directory covers
 
 
 @dataclass
@@ -173,7 +187,14 @@ class JsonStore:
         return steps[-1]
 
     def close(self) -> None:
-        """Nothing to release: every file is closed after each operation."""
+        """Save the directory of every log in memory that grew since its directory was saved, so
+        that the next start parses none of it (every file is closed after each operation)."""
+        for scope, state in self._states.known():
+            with state.log_lock:
+                cache = state.log
+                if cache is not None and cache.lines >= DIRECTORY_MIN_PAGES and cache.lines > cache.directory_pages:
+                    with contextlib.suppress(StorageError, ValueError):  # an id no longer valid: nothing to save
+                        self._save_directory(state, scope, self.scope_dir(scope) / PAGES_FILE)
 
     def check_ready(self) -> None:
         # A data directory not created yet is ready: the first add creates it.
@@ -206,7 +227,8 @@ class JsonStore:
     def _append(self, scope: Scope, pages: Sequence[Page], refuse_stored: bool) -> None:
         if not pages:
             return
-        records = b"".join((page_record(page) + "\n").encode("utf-8") for page in pages)
+        each_record = [(page_record(page) + "\n").encode("utf-8") for page in pages]
+        records, record_lengths = b"".join(each_record), [len(record) for record in each_record]
         state = self._states.get(scope)
         directory = self.scope_dir(scope)
         path = directory / PAGES_FILE
@@ -219,7 +241,7 @@ class JsonStore:
                 with opened_for_reading(path) as fd:  # under the file lock: nobody appends meanwhile
                     self._catch_up(fd, path, state, scope)
                 assert state.log is not None
-                stored = {page.page_id for page in state.log.pages}
+                stored = set(state.log.pages.ids)
                 clash = [page.page_id for page in pages if page.page_id in stored]
                 if clash:
                     raise already_stored(scope, clash)
@@ -229,8 +251,14 @@ class JsonStore:
             if (
                 cache is not None
                 and cache.identity[0] == path.stat().st_ino
-                and cache.extend_if_at(size_before, pages, size_before + len(records))
+                and isinstance(cache.pages, FilePages)
+                and cache.extend_if_at(size_before, size_before + len(records))
             ):
+                end = size_before
+                for page, length in zip(pages, record_lengths, strict=True):
+                    end += length
+                    cache.pages.add(page.page_id, page.thread_id, page.timestamp, end)
+                cache.digest.update(records)
                 carrying = [n for n, page in enumerate(pages, start=cache.lines + 1) if carries_host_memory(page)]
                 cache.host_memory_end = carrying[-1] if carrying else cache.host_memory_end
                 cache.lines += len(pages)
@@ -251,7 +279,7 @@ class JsonStore:
             if not directory.is_dir():  # under the lock an erase takes: not erased meanwhile
                 return
             if of_pages:  # pages erased since their vectors were computed: their vectors go too
-                stored = {page.page_id for page in self._pages_held(state, scope, directory)}
+                stored = set(self._ids_held(state, scope, directory))
                 vectors = [vector for vector in vectors if vector.page_id in stored]
             records = b"".join((vector_record(vector) + "\n").encode("ascii") for vector in vectors)
             if records:
@@ -351,7 +379,7 @@ class JsonStore:
                 self._catch_up(fd, path, state, scope)
                 assert state.log is not None
                 data = os.pread(fd, state.log.end, 0)
-            positions = [number for number, page in enumerate(state.log.pages) if page.page_id in erased]
+            positions = [number for number, page_id in enumerate(state.log.pages.ids) if page_id in erased]
             if positions:
                 gone = set(positions)
                 kept = b"".join(  # the lines as a read splits them: at newlines only
@@ -370,10 +398,12 @@ class JsonStore:
             remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
             if target.name == PAGES_FILE:
                 state.log = state.tally = None  # read again: a new file, a new generation
-                (target.parent / INDEX_FILE).unlink(missing_ok=True)  # it holds the erased pages' words
+                # They hold the erased pages' words, and their ids and timestamps.
+                (target.parent / INDEX_FILE).unlink(missing_ok=True)
+                (target.parent / DIRECTORY_FILE).unlink(missing_ok=True)
 
-    def _pages_held(self, state: _ScopeState, scope: Scope, directory: Path) -> list[Page]:
-        """The pages in the log now (held: log locks)."""
+    def _ids_held(self, state: _ScopeState, scope: Scope, directory: Path) -> Sequence[str]:
+        """The ids of the pages in the log now (held: log locks)."""
         path = directory / PAGES_FILE
         try:
             with opened_for_reading(path) as fd:
@@ -381,7 +411,7 @@ class JsonStore:
         except FileNotFoundError:
             return []
         assert state.log is not None
-        return state.log.pages
+        return state.log.pages.ids
 
     def page_count(self, scope: Scope) -> int:
         return self._tally(scope).lines
@@ -423,7 +453,7 @@ class JsonStore:
                 return False
             try:
                 with state.log_lock, self._holding(state.log_file_lock, scope):
-                    self._pages_held(state, scope, directory)
+                    self._ids_held(state, scope, directory)
                     if state.log is None or state.log.generation != generation:
                         return False
                     put_in_place(aside, path)
@@ -466,7 +496,24 @@ class JsonStore:
                 if state.log is None or state.log.identity != (0, b""):
                     state.log = _LogCache(identity=(0, b""))
             assert state.log is not None
+            if state.log.lines - state.log.directory_pages >= DIRECTORY_MIN_PAGES:
+                self._save_directory(state, scope, path)
             return PageLog(state.log.generation, state.log.pages)
+
+    def _save_directory(self, state: _ScopeState, scope: Scope, path: Path) -> None:
+        """Save the directory of the log as cached, so that a start reads it instead of parsing
+        the records (held: state.log_lock). Under the log's file lock, which an erase takes too:
+        the directory of a log an erase replaced is never saved after the erase removed it."""
+        cache = state.log
+        assert cache is not None and isinstance(cache.pages, FilePages)
+        cache.directory_pages = cache.lines  # tried: a failure is not tried again at every read
+        try:
+            with self._holding(state.log_file_lock, scope), opened_for_reading(path) as fd:
+                if os.fstat(fd).st_ino == cache.identity[0]:
+                    data = encode_directory(cache.pages, cache.host_memory_end, cache.digest)
+                    atomic_write(path.with_name(DIRECTORY_FILE), data)
+        except (OSError, StorageError) as exc:
+            log.warning("the page directory of %s was not saved (%s); the log is parsed instead", scope.describe(), exc)
 
     def _catch_up(self, fd: int, path: Path, state: _ScopeState, scope: Scope, keep_pages: bool = True) -> _LogCache:
         """Bring the cached log up to the file: the same log grown, or another one begun. Without
@@ -476,14 +523,14 @@ class JsonStore:
         cache = state.log
         if not keep_pages:
             if not _continued(state.tally, identity, size):
-                state.tally = _LogCache(identity=identity)
+                state.tally = _log_from_start(fd, path, identity, keep_pages=False)
             cache = state.tally
             assert cache is not None
         elif cache is None and _continued(state.tally, identity, size):
             assert state.tally is not None
-            cache = state.log = _LogCache(identity=identity, generation=state.tally.generation)  # read again
+            cache = state.log = _log_from_start(fd, path, identity, generation=state.tally.generation)  # read again
         elif cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
-            cache = state.log = _LogCache(identity=identity)
+            cache = state.log = _log_from_start(fd, path, identity)
         if keep_pages:
             state.tally = None
         if size <= cache.end:
@@ -503,10 +550,11 @@ class JsonStore:
         size = os.fstat(fd).st_size
         data = os.pread(fd, size - cache.end, cache.end)
         complete_end = data.rfind(b"\n") + 1
-        new_pages = []
-        number = cache.lines
+        new_pages = []  # (id, thread, timestamp, where its record ends): taken in once all are read
+        number, end = cache.lines, cache.end
         for line in _lines(data, complete_end):
             number += 1
+            end += len(line) + 1
             try:
                 page = page_from_record(line)
             except ValidationError:
@@ -517,10 +565,14 @@ class JsonStore:
             if carries_host_memory(page):
                 cache.host_memory_end = number
             if keep_pages:
-                new_pages.append(page)
+                new_pages.append((page.page_id, page.thread_id, page.timestamp, end))
         if cache.end == 0 and complete_end:
             cache.identity = (cache.identity[0], data[: data.index(b"\n") + 1])
-        cache.pages.extend(new_pages)
+        if keep_pages:
+            assert isinstance(cache.pages, FilePages)
+            for fields in new_pages:
+                cache.pages.add(*fields)
+        cache.digest.update(memoryview(data)[:complete_end])
         cache.lines = number
         cache.end += complete_end
         unfinished = len(data) - complete_end
@@ -766,10 +818,31 @@ def _drop_cached(state: _ScopeState) -> bool:
 
     def drop() -> None:
         if state.log is not None:
-            state.tally = dataclasses.replace(state.log, pages=[])
+            state.tally = dataclasses.replace(state.log, pages=HeldPages())
         state.log = state.document = None
 
     return done_when_idle([state.log_lock, state.document_lock], drop)
+
+
+def _log_from_start(
+    fd: int, path: Path, identity: tuple[int, bytes], keep_pages: bool = True, generation: int | None = None
+) -> _LogCache:
+    """A cache of the log open as `fd` that has read nothing yet, or, when its saved directory
+    may be used, everything the directory covers (without its pages when not `keep_pages`)."""
+    kept = {} if generation is None else {"generation": generation}
+    found = read_directory(path.with_name(DIRECTORY_FILE), fd, path, identity[0])
+    if found is None:
+        return _LogCache(identity=identity, pages=FilePages(path, identity[0]) if keep_pages else HeldPages(), **kept)
+    return _LogCache(
+        identity=identity,
+        pages=found.pages if keep_pages else HeldPages(),
+        end=found.pages.end,
+        lines=len(found.pages),
+        host_memory_end=found.host_memory_end,
+        digest=found.digest,
+        directory_pages=len(found.pages),
+        **kept,
+    )
 
 
 def _continued(known: _LogCache | None, identity: tuple[int, bytes], size: int) -> bool:

@@ -80,6 +80,7 @@ from memory_mcp.clock import utc_now
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.page_sequence import HeldPages
 from memory_mcp.store import PageLog, PageVector, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
 from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
@@ -240,13 +241,20 @@ class _DocumentCache:
     document: MemoryDocument
 
 
+@dataclass(kw_only=True)
+class _HeldLog(CachedLog):
+    """The log as read: every page held (rows are fetched whole)."""
+
+    pages: HeldPages = field(default_factory=HeldPages)
+
+
 @dataclass
 class _ScopeState:
     log_lock: threading.Lock = field(default_factory=threading.Lock)
     document_lock: threading.Lock = field(default_factory=threading.Lock)  # guards `document`
     update_lock: threading.Lock = field(default_factory=threading.Lock)  # one update_document at a time here
     update_guard: threading.Lock = field(default_factory=threading.Lock)  # the updater's turn, in this process
-    log: CachedLog | None = None  # `end`: one past the highest position read
+    log: _HeldLog | None = None  # `end`: one past the highest position read
     document: _DocumentCache | None = None
 
 
@@ -438,8 +446,12 @@ class PostgresStore:
         state = self._states.get(scope)
         with state.log_lock:
             cache = state.log
-            if cache is not None and cache.generation == generation:
-                cache.extend_if_at(page_count - len(pages), pages, page_count)
+            if (
+                cache is not None
+                and cache.generation == generation
+                and cache.extend_if_at(page_count - len(pages), page_count)
+            ):
+                cache.pages.extend(pages)
 
     def read_pages(self, scope: Scope) -> PageLog:
         _key(scope)
@@ -451,15 +463,15 @@ class PostgresStore:
             generation, new_pages, last = self._run(read, lambda conn, _: self._read_log(conn, scope, after))
             if generation is None:  # nothing stored
                 if cache is None or cache.generation != 0:
-                    cache = state.log = CachedLog(generation=0)
+                    cache = state.log = _HeldLog(generation=0)
                 return PageLog(cache.generation, cache.pages)
             if cache is None or cache.generation != generation:
                 if after > 0:  # read against a log that has been replaced since: start again
                     generation, new_pages, last = self._run(read, lambda conn, _: self._read_log(conn, scope, 0))
                     if generation is None:
-                        cache = state.log = CachedLog(generation=0)
+                        cache = state.log = _HeldLog(generation=0)
                         return PageLog(cache.generation, cache.pages)
-                cache = state.log = CachedLog(generation=generation)
+                cache = state.log = _HeldLog(generation=generation)
             cache.pages.extend(new_pages)
             cache.end = last + 1
             return PageLog(cache.generation, cache.pages)

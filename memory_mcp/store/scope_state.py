@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from memory_mcp.models import Page
+from memory_mcp.page_sequence import HeldPages, PageSequence
 from memory_mcp.store import Scope
 
 StateT = TypeVar("StateT")
@@ -65,6 +65,11 @@ class ScopeStates(Generic[StateT]):
             overflow.append((oldest, self._states[oldest]))
         return overflow
 
+    def known(self) -> list[tuple[Scope, StateT]]:
+        """Every scope with a state, and the state (what a closing store looks through)."""
+        with self._guard:
+            return list(self._states.items())
+
     def erased(self, scope: Scope) -> list[StateT]:
         """The known states an erase of `scope` touches: its own, and for a user their agents'."""
         with self._guard:
@@ -81,15 +86,15 @@ class CachedLog:
     offset in a file, a position in a table)."""
 
     generation: int
-    pages: list[Page] = field(default_factory=list)
+    pages: PageSequence = field(default_factory=HeldPages)
     end: int = 0
 
-    def extend_if_at(self, start: int, pages: Sequence[Page], end: int) -> bool:
-        """Take pages this process has just appended from `start` to `end`, if the cache had read
-        exactly up to `start` (otherwise the next read fetches them with whatever came between)."""
+    def extend_if_at(self, start: int, end: int) -> bool:
+        """Whether pages this process has just appended from `start` to `end` may be taken in (the
+        caller does): only if the cache had read exactly up to `start` (otherwise the next read
+        fetches them with whatever came between)."""
         if self.end != start:
             return False
-        self.pages.extend(pages)
         self.end = end
         return True
 

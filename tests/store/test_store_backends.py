@@ -348,7 +348,7 @@ def test_generation_changes_when_the_log_is_erased_and_only_then(backend: Backen
     erased = store.read_pages(USER)
     assert erased.generation != first.generation
     assert list(erased.pages) == []
-    assert ids(first.pages)[:1] == ["page_0000"]  # a log already handed out is not changed
+    assert first.pages.ids[:1] == ["page_0000"]  # a log already handed out is not changed
 
     other.append_page(USER, make_page(5))
     again = store.read_pages(USER)
