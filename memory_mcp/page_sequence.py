@@ -2,14 +2,16 @@
 
 What a retrieve walks every page for (the snapshot's digest, sessions, the recent window, time
 windows, what is pending) needs only those three fields, so they are kept as lists; the page itself
-is built only when asked for. A store that holds its pages (`HeldPages`) builds nothing; one that
-reads them back by position (the JSON log by byte offset) need not parse nor hold 100,000 exchanges
-to search them.
+is built only when asked for. A sequence that holds its pages (`HeldPages`) builds nothing; one that
+reads them back (`StoredPages`: the JSON log by byte offset, PostgreSQL rows by position) need not
+parse nor hold 100,000 exchanges to search them.
 """
 
 from __future__ import annotations
 
 import operator
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import overload
 
@@ -37,9 +39,18 @@ class PageSequence(Sequence[Page]):
         self._threads.append(self._thread_names.setdefault(thread, thread))
         self._timestamps.append(timestamp)
 
-    def _build(self, start: int, stop: int) -> list[Page]:
-        """Pages `start` to `stop` (within bounds, start < stop), built or fetched."""
+    def _read(self, positions: Sequence[int]) -> list[Page]:
+        """The pages at these positions (within bounds), in that order, built or fetched; a
+        `range` of positions is a contiguous one (step 1)."""
         raise NotImplementedError
+
+    def pick(self, positions: Sequence[int]) -> list[Page]:
+        """The pages at these positions, in that order, fetched together (one read of the file,
+        one query): what a retrieve shows."""
+        count = len(self)
+        if any(not 0 <= position < count for position in positions):
+            raise IndexError("page position out of range")
+        return self._read(positions)
 
     @property
     def ids(self) -> Sequence[str]:
@@ -60,13 +71,13 @@ class PageSequence(Sequence[Page]):
     def __getitem__(self, key: int) -> Page: ...
 
     @overload
-    def __getitem__(self, key: slice) -> PageSequence: ...
+    def __getitem__(self, key: slice) -> PageSequence: ...  # with a step: a list of those pages
 
-    def __getitem__(self, key: int | slice) -> Page | PageSequence:
+    def __getitem__(self, key: int | slice) -> Page | Sequence[Page]:
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
-            if step != 1:
-                raise ValueError("pages are sliced in order, without a step")
+            if step != 1:  # every few pages: those pages, as a list of them
+                return self._read(list(range(start, stop, step)))
             return _Slice(self, start, max(start, stop))
         position = operator.index(key)
         count = len(self)
@@ -74,15 +85,15 @@ class PageSequence(Sequence[Page]):
             position += count
         if not 0 <= position < count:
             raise IndexError("page position out of range")
-        return self._build(position, position + 1)[0]
+        return self._read([position])[0]
 
     def __iter__(self) -> Iterator[Page]:
         for start in range(0, len(self), _CHUNK):
-            yield from self._build(start, min(start + _CHUNK, len(self)))
+            yield from self._read(range(start, min(start + _CHUNK, len(self))))
 
     def __reversed__(self) -> Iterator[Page]:
         for stop in range(len(self), 0, -_CHUNK):
-            yield from reversed(self._build(max(0, stop - _CHUNK), stop))
+            yield from reversed(self._read(range(max(0, stop - _CHUNK), stop)))
 
     def __eq__(self, other: object) -> bool:
         """Equal to any sequence of the same pages in the same order, as a list of them would be."""
@@ -116,8 +127,10 @@ class _Slice(PageSequence):
     def __len__(self) -> int:
         return self._stop - self._start
 
-    def _build(self, start: int, stop: int) -> list[Page]:
-        return self._whole._build(self._start + start, self._start + stop)
+    def _read(self, positions: Sequence[int]) -> list[Page]:
+        if isinstance(positions, range):
+            return self._whole._read(range(self._start + positions.start, self._start + positions.stop))
+        return self._whole._read([self._start + position for position in positions])
 
 
 def columns_of(pages: Sequence[Page]) -> PageSequence:
@@ -138,5 +151,42 @@ class HeldPages(PageSequence):
             self._note(page.page_id, page.thread_id, page.timestamp)
         self._pages.extend(pages)
 
-    def _build(self, start: int, stop: int) -> list[Page]:
-        return self._pages[start:stop]
+    def _read(self, positions: Sequence[int]) -> list[Page]:
+        if isinstance(positions, range):
+            return self._pages[positions.start : positions.stop]
+        return [self._pages[position] for position in positions]
+
+
+class StoredPages(PageSequence):
+    """A sequence whose pages are read back from storage when asked for (`_load`); those asked
+    for one by one or a few at a time are kept, the last KEPT_PAGES of them, as a retrieve shows
+    the same recent pages again and again."""
+
+    KEPT_PAGES = 256
+    _FEW = 32  # a read of more pages walks the log: they are not kept
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kept: OrderedDict[int, Page] = OrderedDict()
+        self._kept_guard = threading.Lock()
+
+    def _load(self, positions: Sequence[int]) -> list[Page]:
+        """The pages at these positions (ascending, within bounds, a range when contiguous), read."""
+        raise NotImplementedError
+
+    def _read(self, positions: Sequence[int]) -> list[Page]:
+        if len(positions) > self._FEW:
+            return self._load(positions)
+        with self._kept_guard:
+            found = {position: self._kept[position] for position in positions if position in self._kept}
+            for position in found:
+                self._kept.move_to_end(position)
+        missing = sorted(set(positions) - found.keys())
+        if missing:
+            loaded = dict(zip(missing, self._load(missing), strict=True))
+            with self._kept_guard:
+                self._kept.update(loaded)
+                while len(self._kept) > self.KEPT_PAGES:
+                    self._kept.popitem(last=False)
+            found.update(loaded)
+        return [found[position] for position in positions]

@@ -175,7 +175,9 @@ class PageRecall:
             period = _within(page_log.pages[:among_first].timestamps, periods) if periods else None
             scores = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
             pages = page_log.pages
-            scores = cache.index.with_phrases(scores, request.query, lambda number: _page_text(pages[number]))
+            scores = cache.index.with_phrases(
+                scores, request.query, lambda numbers: [_page_text(page) for page in pages.pick(numbers)]
+            )
             if query_vector is not None:
                 scores = self._with_vectors(
                     cache, scope, pages[:among_first], scores, request.query, query_vector, vector_model, eligible

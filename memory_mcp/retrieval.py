@@ -312,10 +312,11 @@ class LexicalIndex:
             return []
         return best_of(self.scores(query, among_first, allowed, exclude, period), limit)
 
-    def with_phrases(self, scores: Any, query: str, text_of: Callable[[int], str]) -> Any:
+    def with_phrases(self, scores: Any, query: str, texts_of: Callable[[list[int]], list[str]]) -> Any:
         """`scores` (as `scores` gives them), the best PHRASE_POOL documents lifted by the query's
-        word pairs they hold in `text_of(document)`: BM25 over the pairs, each as rare as its two
-        words on average, PHRASE_WEIGHT times. Other documents keep their score."""
+        word pairs they hold in their `texts_of(documents)` (asked for at once): BM25 over the
+        pairs, each as rare as its two words on average, PHRASE_WEIGHT times. Other documents keep
+        their score."""
         wanted = set(phrase_pairs(query))
         best = best_of(scores, PHRASE_POOL) if wanted else []
         if not best:
@@ -323,8 +324,9 @@ class LexicalIndex:
         average_length = self._total_length / len(self._lengths)
         rarity = {pair: (self._idf(pair[0]) + self._idf(pair[1])) / 2 for pair in wanted}
         lifted = scores.copy()
-        for document, _ in best:
-            held = Counter(pair for pair in phrase_pairs(text_of(document)) if pair in wanted)
+        documents = [document for document, _ in best]
+        for document, text in zip(documents, texts_of(documents), strict=True):
+            held = Counter(pair for pair in phrase_pairs(text) if pair in wanted)
             length_norm = self.K1 * (1 - self.B + self.B * self._lengths[document] / average_length)
             lifted[document] += PHRASE_WEIGHT * sum(
                 rarity[pair] * frequency * (self.K1 + 1) / (frequency + length_norm) for pair, frequency in held.items()

@@ -232,8 +232,9 @@ class MemoryService:
             query_vector=query_vector,
             vector_model=self._vector_model,
         )
-        retrieved = [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
-        short_term = [Page(**_page_fields(pages[i])) for i in recent]
+        shown = pages.pick([i for i, _ in hits] + recent)  # read together: one query, one file read
+        retrieved = [ScoredPage(**_page_fields(page), score=round(score, 4)) for page, (_, score) in zip(shown, hits)]
+        short_term = [Page(**_page_fields(page)) for page in shown[len(hits) :]]
         about = f"{request.query}\n{request.current_context}".strip()
         relevance = None
         if query_vector is not None:

@@ -377,7 +377,7 @@ def test_a_page_holding_the_query_words_side_by_side_is_lifted_above_one_holding
     words = index.scores("where did we have ice cream?")
     assert words[1] >= words[0], "by words alone the other page is as good"
 
-    lifted = index.with_phrases(words, "where did we have ice cream?", texts.__getitem__)
+    lifted = index.with_phrases(words, "where did we have ice cream?", lambda numbers: [texts[n] for n in numbers])
 
     assert lifted[0] > lifted[1], "the pair side by side in one clause counts"
     assert lifted[1] == words[1] and lifted[2] == words[2], "pages without the pair keep their score"

@@ -2,7 +2,7 @@
 parsing every record.
 
 A page of the log is known by where its record lies; it is parsed when a caller asks for it (the
-few a retrieve shows), and the last few asked for are kept. The directory (saved beside the log) holds, for the first records of the log, where each lies and its id, thread and
+few a retrieve shows). The directory (saved beside the log) holds, for the first records of the log, where each lies and its id, thread and
 timestamp. It is derived data, trusted only when whole (its SHA-256 trailer), of this format, and
 made from the bytes the log begins with now (their SHA-256 is in it): the records it covers were
 checked when it was made, so a start checks the bytes, not each record, and parses only what
@@ -20,9 +20,8 @@ import hashlib
 import json
 import os
 import struct
-import threading
 from array import array
-from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from pydantic import ValidationError
 
 from memory_mcp.errors import LogReplaced, StorageError
 from memory_mcp.models import Page
-from memory_mcp.page_sequence import PageSequence
+from memory_mcp.page_sequence import StoredPages
 from memory_mcp.store import page_from_record
 from memory_mcp.store.durable import opened_for_reading, read_bytes
 
@@ -39,13 +38,12 @@ FORMAT = 1
 # Below this many records the log is parsed about as fast as a directory is checked; a
 # directory is saved again once this many more are known (and at close if any more are).
 DIRECTORY_MIN_PAGES = 1000
-KEPT_PAGES = 256  # pages parsed lately and kept: a retrieve shows the same recent ones again
 _DIGEST_BYTES = 32
 _LENGTH = struct.Struct("<I")
 _HASH_CHUNK = 1 << 20
 
 
-class FilePages(PageSequence):
+class FilePages(StoredPages):
     """The pages of one log file (`inode` at `path`), parsed from their records when asked for."""
 
     def __init__(self, path: Path, inode: int) -> None:
@@ -53,8 +51,6 @@ class FilePages(PageSequence):
         self._path = path
         self._inode = inode
         self._offsets = array("q", [0])  # where each record starts, then where the last one ends
-        self._kept: OrderedDict[int, Page] = OrderedDict()
-        self._kept_guard = threading.Lock()
 
     @property
     def end(self) -> int:
@@ -66,36 +62,30 @@ class FilePages(PageSequence):
         self._note(page_id, thread_id, timestamp)
         self._offsets.append(end)
 
-    def _build(self, start: int, stop: int) -> list[Page]:
-        if stop - start == 1:
-            with self._kept_guard:
-                kept = self._kept.get(start)
-                if kept is not None:
-                    self._kept.move_to_end(start)
-                    return [kept]
-        first, last = self._offsets[start], self._offsets[stop]
+    def _load(self, positions: Sequence[int]) -> list[Page]:
+        spans = [(positions.start, positions.stop)] if isinstance(positions, range) else [(n, n + 1) for n in positions]
         try:
             with opened_for_reading(self._path) as fd:
                 if os.fstat(fd).st_ino != self._inode:
                     raise LogReplaced(f"exchanges were erased from {self._path} while it was read; ask again")
-                data = os.pread(fd, last - first, first)
+                chunks = [self._records(fd, start, stop) for start, stop in spans]
         except FileNotFoundError:
             raise LogReplaced(f"{self._path} was erased while it was read; ask again") from None
         except OSError as exc:
             raise StorageError(f"could not read exchanges from {self._path}: {exc}") from exc
+        try:
+            return [page_from_record(record) for records in chunks for record in records]
+        except ValidationError:
+            raise StorageError(f"{self._path} changed where it was read before; nothing was changed") from None
+
+    def _records(self, fd: int, start: int, stop: int) -> list[bytes]:
+        """The records of pages `start` to `stop`, in one read."""
+        first, last = self._offsets[start], self._offsets[stop]
+        data = os.pread(fd, last - first, first)
         records = data.split(b"\n")
         if len(data) != last - first or len(records) != stop - start + 1 or records[-1]:
             raise StorageError(f"{self._path} changed where it was read before; nothing was changed")
-        try:
-            pages = [page_from_record(record) for record in records[:-1]]
-        except ValidationError:
-            raise StorageError(f"{self._path} changed where it was read before; nothing was changed") from None
-        if stop - start == 1:
-            with self._kept_guard:
-                self._kept[start] = pages[0]
-                while len(self._kept) > KEPT_PAGES:
-                    self._kept.popitem(last=False)
-        return pages
+        return records[:-1]
 
 
 @dataclass(frozen=True)
