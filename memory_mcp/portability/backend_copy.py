@@ -97,8 +97,8 @@ def _already_copied(source: MemoryStore, target: MemoryStore, scopes: list[Scope
         )
     counts: dict[Scope, int] = {}
     for scope in present:
-        have = [page.page_id for page in target.read_pages(scope).pages]
-        want = [page.page_id for page in source.read_pages(scope).pages]
+        have = list(target.read_pages(scope).pages.ids)
+        want = list(source.read_pages(scope).pages.ids)
         if have != want[: len(have)]:
             raise InvalidInput(
                 f"cannot resume: the target's exchanges of {scope.describe()} are not the first {len(have)} of the "

@@ -895,6 +895,58 @@ def test_postgres_errors_say_what_failed_and_never_show_the_password(schemas: Sc
         store.close()
 
 
+def test_a_page_erased_by_another_instance_is_never_read_back_from_a_log_read_before(backend: Backend) -> None:
+    """Pages are read back when asked for: after an erase, a log read before it must give neither
+    the erased page nor (positions having moved up) another page in its place."""
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(4)])
+    before = store.read_pages(USER)
+    assert before.pages[0] == make_page(0)  # read back once, and kept
+
+    backend.store().erase_pages(USER, ["page_0001"], lambda document, _positions: document)
+
+    assert before.pages[0] == make_page(0) and before.pages.ids[1] == "page_0001"  # what was read stays read
+    for position in (1, 2):
+        with pytest.raises(MemoryGone, match="erased"):
+            before.pages[position]
+    assert ids(store.read_pages(USER).pages) == ["page_0000", "page_0002", "page_0003"]
+
+
+def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(pg: PostgresBackend) -> None:
+    from memory_mcp.store.postgres_store import WHOLE_PAGES_BELOW
+
+    pages = [
+        make_page(n).model_copy(
+            update={"thread_id": f"t{n % 3}" if n % 2 else None, "timestamp": f"2024-05-{n % 28 + 1:02d}"}
+        )
+        for n in range(WHOLE_PAGES_BELOW + 5)
+    ]
+    pages[7] = pages[7].model_copy(update={"thread_id": "nul\x00thread"})  # text cannot hold it: fetched whole
+    pg.store().append_pages(USER, pages)
+    pg.sql('UPDATE {schema}.pages SET page = \'{"page_id": "x"}\' WHERE position = 3')  # damaged by hand
+
+    page_log = pg.store().read_pages(USER)
+
+    assert list(page_log.pages.ids) == [page.page_id for page in pages]
+    assert list(page_log.pages.threads) == [page.thread_id or "" for page in pages]
+    assert list(page_log.pages.timestamps) == [page.timestamp for page in pages]
+    assert page_log.pages.pick([7, 1000, 0]) == [pages[7], pages[1000], pages[0]]
+    with pytest.raises(StorageError, match="at position 3 is not a valid page record"):
+        page_log.pages[3]  # a row changed by hand is checked when it is read
+
+
+def test_postgres_migration_gives_pages_stored_before_it_their_columns(pg: PostgresBackend) -> None:
+    pages = [make_page(0).model_copy(update={"thread_id": "t"}), make_page(1), make_page(2)]
+    pg.store().append_pages(USER, pages)
+    pg.sql("ALTER TABLE {schema}.pages DROP COLUMN thread_id, DROP COLUMN said_at")
+    pg.sql("DELETE FROM {schema}.schema_migrations WHERE version = 4")  # as a schema from before it
+
+    pg.store()  # migrates it
+    rows = pg.sql("SELECT thread_id, said_at FROM {schema}.pages ORDER BY position")
+
+    assert rows == [(page.thread_id, page.timestamp) for page in pages]
+
+
 def test_postgres_reports_a_damaged_page_row_by_its_position(pg: PostgresBackend) -> None:
     store = pg.store()
     store.append_pages(USER, [make_page(0), make_page(1), make_page(2)])
