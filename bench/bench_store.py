@@ -13,7 +13,8 @@ Per size, in order:
                written straight to pages.jsonl (Page.model_dump_json() lines) and only the timed
                tail goes through the service. The output says which.
   cold         first retrieve_memory of a NEW MemoryService over the filled directory, as after a
-               server start: parses pages.jsonl, builds the BM25 index and pays first-use loads
+               server start: parses pages.jsonl (and saves its page directory), builds the BM25
+               index and pays first-use loads
                (numpy, tiktoken's encoding); each load is also timed once
                in a clean interpreter, and the parse / index parts are timed apart afterwards.
   facts        --facts (default 50) facts are written to memory.json first, as extraction would
@@ -532,8 +533,8 @@ def _pages_path(service, data_root: Path) -> Path:
 def _cold_breakdown(settings, query: str, warm_p50_ms: float) -> dict:
     """Split the cold figure, using only public calls, once first-use loads are already paid:
     `again` is the first retrieve of another new service (log load + index build + query),
-    `parse_pages` is MemoryStore.read_pages alone on a new store (for PostgreSQL: fetching the
-    rows and parsing them), and the index build is what remains of `again` after that and one
+    `parse_pages` is MemoryStore.read_pages alone on a new store (the JSON log's directory and
+    what follows it; PostgreSQL's rows, by their columns from 1,000 on), and the index build is what remains of `again` after that and one
     warm query."""
     try:
         from memory_mcp.models import RetrieveMemoryRequest
@@ -760,7 +761,9 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
         )
         b = r.get("cold_breakdown_ms", {})
         heavy = ", ".join(r["cold_loaded_heavy"]) or "none"
-        read_pages = "parse pages.jsonl" if backend == "json" else "fetch + parse the rows"
+        read_pages = (
+            "read the log (its page directory, saved by the cold call)" if backend == "json" else "read the rows"
+        )
         split = (
             f"a 2nd new service's first retrieve (no first-use loads) {b['again']:.0f} ms = {read_pages} "
             f"{b['parse_pages']:.0f} + build index ≈{b['build_index']:.0f} + one query"

@@ -287,7 +287,7 @@ class EmbeddingRunner:
 
     def _pages_without(self, scope: Scope, have: set[str]) -> list[Page]:
         pages = self.store.read_pages(scope).pages
-        return [pages[number] for number, page_id in enumerate(pages.ids) if page_id not in have]
+        return pages.pick([number for number, page_id in enumerate(pages.ids) if page_id not in have])
 
     def _run(self) -> None:
         while True:

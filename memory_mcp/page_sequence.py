@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+from memory_mcp.errors import LogReplaced
 from memory_mcp.models import Page
 
 _CHUNK = 512  # pages built at a time when a caller walks them all
@@ -33,11 +34,19 @@ class PageSequence(Sequence[Page]):
         self._thread_names: dict[str, str] = {}  # each thread's name held once, not once a page
 
     def _note(self, page_id: str, thread_id: str | None, timestamp: str) -> None:
-        """Take the next page's fields into the columns (the store appends, nobody else)."""
+        """Take the next page's fields into the columns (the store appends, nobody else). The ids
+        go last: their length is the sequence's, which a reader on another thread must never see
+        ahead of the other columns."""
         thread = thread_id or ""
-        self._ids.append(page_id)
         self._threads.append(self._thread_names.setdefault(thread, thread))
         self._timestamps.append(timestamp)
+        self._ids.append(page_id)
+
+    def _take_columns(self, ids: list[str], threads: list[str], timestamps: list[str]) -> None:
+        """Columns read back whole (as a saved directory holds them), in place of noting each page."""
+        self._thread_names = {name: name for name in threads}
+        self._threads = [self._thread_names[name] for name in threads]
+        self._timestamps, self._ids = timestamps, ids
 
     def _read(self, positions: Sequence[int]) -> list[Page]:
         """The pages at these positions (within bounds), in that order, built or fetched; a
@@ -71,7 +80,7 @@ class PageSequence(Sequence[Page]):
     def __getitem__(self, key: int) -> Page: ...
 
     @overload
-    def __getitem__(self, key: slice) -> PageSequence: ...  # with a step: a list of those pages
+    def __getitem__(self, key: slice) -> Sequence[Page]: ...  # a PageSequence; with a step, a list
 
     def __getitem__(self, key: int | slice) -> Page | Sequence[Page]:
         if isinstance(key, slice):
@@ -160,7 +169,9 @@ class HeldPages(PageSequence):
 class StoredPages(PageSequence):
     """A sequence whose pages are read back from storage when asked for (`_load`); those asked
     for one by one or a few at a time are kept, the last KEPT_PAGES of them, as a retrieve shows
-    the same recent pages again and again."""
+    the same recent pages again and again. A page read back must have the id its column says,
+    or the storage no longer holds the log this sequence was read from (LogReplaced); a store that
+    replaces the log itself (an erase) retires the sequence, kept pages and all."""
 
     KEPT_PAGES = 256
     _FEW = 32  # a read of more pages walks the log: they are not kept
@@ -169,21 +180,37 @@ class StoredPages(PageSequence):
         super().__init__()
         self._kept: OrderedDict[int, Page] = OrderedDict()
         self._kept_guard = threading.Lock()
+        self._retired = False
+
+    def retire(self) -> None:
+        """The log was replaced (exchanges erased): no page of it is read back, nor given from
+        those kept."""
+        with self._kept_guard:
+            self._retired = True
+            self._kept.clear()
 
     def _load(self, positions: Sequence[int]) -> list[Page]:
-        """The pages at these positions (ascending, within bounds, a range when contiguous), read."""
+        """The pages at these positions (within bounds; a `range` when contiguous), read."""
         raise NotImplementedError
+
+    def _checked(self, positions: Sequence[int]) -> list[Page]:
+        pages = self._load(positions)
+        if self._retired or any(page.page_id != self._ids[n] for n, page in zip(positions, pages, strict=True)):
+            raise LogReplaced("exchanges were erased while they were read; ask again")
+        return pages
 
     def _read(self, positions: Sequence[int]) -> list[Page]:
         if len(positions) > self._FEW:
-            return self._load(positions)
+            return self._checked(positions)
         with self._kept_guard:
+            if self._retired:
+                raise LogReplaced("exchanges were erased while they were read; ask again")
             found = {position: self._kept[position] for position in positions if position in self._kept}
             for position in found:
                 self._kept.move_to_end(position)
         missing = sorted(set(positions) - found.keys())
         if missing:
-            loaded = dict(zip(missing, self._load(missing), strict=True))
+            loaded = dict(zip(missing, self._checked(missing), strict=True))
             with self._kept_guard:
                 self._kept.update(loaded)
                 while len(self._kept) > self.KEPT_PAGES:

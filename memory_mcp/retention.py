@@ -18,7 +18,7 @@ from memory_mcp.clock import format_timestamp, normalise_timestamp
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
 from memory_mcp.pending import thread_key
-from memory_mcp.sessions import session_of
+from memory_mcp.sessions import session_named
 from memory_mcp.store import MemoryStore, Scope
 
 
@@ -30,7 +30,7 @@ def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment:
         pages = store.read_pages(scope).pages
         progress = store.read_document(scope).analysis
         cutoff = format_timestamp(moment - timedelta(days=retention_days))
-        expired = [pages[n].page_id for n in expired_positions(pages, progress, cutoff, extraction_on)]
+        expired = [pages.ids[n] for n in expired_positions(pages, progress, cutoff, extraction_on)]
         if not expired:
             return 0
         erased: list[int] = []
@@ -39,7 +39,7 @@ def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment:
             erased[:] = positions
             # A session's heat counts the exchanges added since it was last analysed for being hot:
             # those erased leave that count too, or new ones would not count until they outnumbered them.
-            gone = Counter(session_of(pages[n]) for n in positions)
+            gone = Counter(session_named(pages.threads[n], pages.timestamps[n]) for n in positions)
             sessions = {
                 name: state.model_copy(update={"counted": max(0, state.counted - gone[name])})
                 if name in gone

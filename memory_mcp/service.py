@@ -525,7 +525,8 @@ class MemoryService:
         page_log = self.store.read_pages(scope)
         pages = page_log.pages[: len(page_log.pages)]
         hits = self._recall.search_all(scope, page_log, request.query, request.max_results, among_first=len(pages))
-        return [ScoredPage(**_page_fields(pages[i]), score=round(score, 4)) for i, score in hits]
+        shown = pages.pick([i for i, _ in hits])
+        return [ScoredPage(**_page_fields(page), score=round(score, 4)) for page, (_, score) in zip(shown, hits)]
 
     def latest_pages(self, user_id: str, agent_name: str | None, count: int) -> list[Page]:
         """The last `count` exchanges stored for a user (or agent), in the order they were added."""

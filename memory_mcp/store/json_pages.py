@@ -2,8 +2,8 @@
 parsing every record.
 
 A page of the log is known by where its record lies; it is parsed when a caller asks for it (the
-few a retrieve shows). The directory (saved beside the log) holds, for the first records of the log, where each lies and its id, thread and
-timestamp. It is derived data, trusted only when whole (its SHA-256 trailer), of this format, and
+few a retrieve shows). The directory (saved beside the log) holds, for the first records of the
+log, where each lies and its id, thread and timestamp. It is derived data, trusted only when whole (its SHA-256 trailer), of this format, and
 made from the bytes the log begins with now (their SHA-256 is in it): the records it covers were
 checked when it was made, so a start checks the bytes, not each record, and parses only what
 was appended since. Anything else (missing, damaged, stale) is not used: the log is parsed as
@@ -57,10 +57,25 @@ class FilePages(StoredPages):
         """Where the last record known ends (just past its newline)."""
         return self._offsets[-1]
 
+    @classmethod
+    def from_columns(
+        cls, path: Path, inode: int, offsets: array[int], ids: list[str], threads: list[str], timestamps: list[str]
+    ) -> FilePages:
+        """The pages a saved directory lists (`offsets`: one more than the pages)."""
+        pages = cls(path, inode)
+        pages._offsets = offsets
+        pages._take_columns(ids, threads, timestamps)
+        return pages
+
+    def offsets(self, count: int) -> array[int]:
+        """Where each of the first `count` records starts, then where the last of them ends."""
+        return self._offsets[: count + 1]
+
     def add(self, page_id: str, thread_id: str | None, timestamp: str, end: int) -> None:
-        """The next record of the log, of the page with these fields, ending at byte `end`."""
-        self._note(page_id, thread_id, timestamp)
+        """The next record of the log, of the page with these fields, ending at byte `end` (its
+        offset first: the sequence's length, its ids' length, must never run ahead of it)."""
         self._offsets.append(end)
+        self._note(page_id, thread_id, timestamp)
 
     def _load(self, positions: Sequence[int]) -> list[Page]:
         spans = [(positions.start, positions.stop)] if isinstance(positions, range) else [(n, n + 1) for n in positions]
@@ -76,7 +91,7 @@ class FilePages(StoredPages):
         try:
             return [page_from_record(record) for records in chunks for record in records]
         except ValidationError:
-            raise StorageError(f"{self._path} changed where it was read before; nothing was changed") from None
+            raise StorageError(f"{self._path} changed where it was read before; read it again") from None
 
     def _records(self, fd: int, start: int, stop: int) -> list[bytes]:
         """The records of pages `start` to `stop`, in one read."""
@@ -84,7 +99,7 @@ class FilePages(StoredPages):
         data = os.pread(fd, last - first, first)
         records = data.split(b"\n")
         if len(data) != last - first or len(records) != stop - start + 1 or records[-1]:
-            raise StorageError(f"{self._path} changed where it was read before; nothing was changed")
+            raise StorageError(f"{self._path} changed where it was read before; read it again")
         return records[:-1]
 
 
@@ -97,23 +112,25 @@ class Directory:
     digest: hashlib._Hash  # of the bytes the pages' records take, to go on with as the log grows
 
 
-def encode_directory(pages: FilePages, host_memory_end: int, digest: hashlib._Hash) -> bytes:
-    """A directory of `pages`, whose records are the log's first pages.end bytes (their SHA-256
-    `digest`)."""
-    names = list(dict.fromkeys(pages._threads))
+def encode_directory(pages: FilePages, count: int, host_memory_end: int, digest: hashlib._Hash) -> bytes:
+    """A directory of the first `count` of `pages`, whose records are the log's first bytes up to
+    where the last of them ends (their SHA-256 `digest`)."""
+    offsets, page_threads = pages.offsets(count), pages.threads[:count]
+    names = list(dict.fromkeys(page_threads))
     number = {name: n for n, name in enumerate(names)}
     header = {
         "format": FORMAT,
-        "pages": len(pages),
-        "covered": pages.end,
+        "pages": count,
+        "covered": offsets[-1],
         "log_sha256": digest.hexdigest(),
         "host_memory_end": host_memory_end,
         "threads": names,
     }
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
-    threads = array("i", [number[name] for name in pages._threads])
-    columns = json.dumps([pages._ids, pages._timestamps], ensure_ascii=False, separators=(",", ":")).encode()
-    body = b"".join([MAGIC, _LENGTH.pack(len(head)), head, pages._offsets.tobytes(), threads.tobytes(), columns])
+    threads = array("i", [number[name] for name in page_threads])
+    columns = [pages.ids[:count], pages.timestamps[:count]]
+    listed = json.dumps(columns, ensure_ascii=False, separators=(",", ":")).encode()
+    body = b"".join([MAGIC, _LENGTH.pack(len(head)), head, offsets.tobytes(), threads.tobytes(), listed])
     return body + hashlib.sha256(body).digest()
 
 
@@ -181,9 +198,6 @@ def _decoded(data: bytes, log_fd: int, log_path: Path, inode: int) -> Directory:
         or ((numbers < 0) | (numbers >= len(names))).any()
     ):
         raise ValueError("damaged (its records or threads do not add up)")
-    pages = FilePages(log_path, inode)
-    pages._offsets = offsets
-    pages._ids, pages._timestamps = ids, timestamps
-    pages._thread_names = {name: name for name in names}
-    pages._threads = [names[n] for n in thread_numbers]
+    threads = [names[n] for n in thread_numbers]
+    pages = FilePages.from_columns(log_path, inode, offsets, ids, threads, timestamps)
     return Directory(pages, int(header["host_memory_end"]), digest)

@@ -76,9 +76,10 @@ from memory_mcp.store.json_pages import (
     DIRECTORY_MIN_PAGES,
     FilePages,
     encode_directory,
+    log_digest,
     read_directory,
 )
-from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle, retire_log
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +192,10 @@ class JsonStore:
         that the next start parses none of it (every file is closed after each operation)."""
         for scope, state in self._states.known():
             with state.log_lock:
-                cache = state.log
-                if cache is not None and cache.lines >= DIRECTORY_MIN_PAGES and cache.lines > cache.directory_pages:
-                    with contextlib.suppress(StorageError, ValueError):  # an id no longer valid: nothing to save
-                        self._save_directory(state, scope, self.scope_dir(scope) / PAGES_FILE)
+                draft = _directory_draft(state.log, new_pages=1)
+            if draft is not None:
+                with contextlib.suppress(StorageError, ValueError):  # an id no longer valid: nothing to save
+                    self._save_directory(state, scope, self.scope_dir(scope) / PAGES_FILE, draft)
 
     def check_ready(self) -> None:
         # A data directory not created yet is ready: the first add creates it.
@@ -397,10 +398,13 @@ class JsonStore:
             put_in_place(temp, target)
             remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
             if target.name == PAGES_FILE:
-                state.log = state.tally = None  # read again: a new file, a new generation
-                # They hold the erased pages' words, and their ids and timestamps.
+                _let_go_of_log(state)  # read again: a new file, a new generation
+                # They hold the erased pages' words, and their ids and timestamps: a directory
+                # written aside (a save under way, or one a crash cut short) goes too.
                 (target.parent / INDEX_FILE).unlink(missing_ok=True)
                 (target.parent / DIRECTORY_FILE).unlink(missing_ok=True)
+                for temp in target.parent.glob(f".{DIRECTORY_FILE}.*.tmp"):
+                    temp.unlink(missing_ok=True)
 
     def _ids_held(self, state: _ScopeState, scope: Scope, directory: Path) -> Sequence[str]:
         """The ids of the pages in the log now (held: log locks)."""
@@ -481,7 +485,8 @@ class JsonStore:
                 return
             rename_durably(directory, tombstone)
             for known in self._states.erased(scope):
-                known.log = known.document = known.tally = None
+                _let_go_of_log(known)
+                known.document = None
         with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
             remove_tree(tombstone)
 
@@ -496,24 +501,38 @@ class JsonStore:
                 if state.log is None or state.log.identity != (0, b""):
                     state.log = _LogCache(identity=(0, b""))
             assert state.log is not None
-            if state.log.lines - state.log.directory_pages >= DIRECTORY_MIN_PAGES:
-                self._save_directory(state, scope, path)
-            return PageLog(state.log.generation, state.log.pages)
+            page_log = PageLog(state.log.generation, state.log.pages)
+            draft = _directory_draft(state.log, new_pages=DIRECTORY_MIN_PAGES)
+        if draft is not None:
+            self._save_directory(state, scope, path, draft)
+        return page_log
 
-    def _save_directory(self, state: _ScopeState, scope: Scope, path: Path) -> None:
-        """Save the directory of the log as cached, so that a start reads it instead of parsing
-        the records (held: state.log_lock). Under the log's file lock, which an erase takes too:
-        the directory of a log an erase replaced is never saved after the erase removed it."""
-        cache = state.log
-        assert cache is not None and isinstance(cache.pages, FilePages)
-        cache.directory_pages = cache.lines  # tried: a failure is not tried again at every read
+    def _save_directory(self, state: _ScopeState, scope: Scope, path: Path, draft: _DirectoryDraft) -> None:
+        """Save a directory of the log, so that a start reads it instead of parsing the records.
+        Encoded and written aside with no lock held (100,000 pages: ~0.1 s with the fsync); put in
+        place under the log's locks, which an erase takes too, and only if the log still begins
+        with the bytes it covers: a directory never names exchanges an erase removed."""
+        target = path.with_name(DIRECTORY_FILE)
         try:
-            with self._holding(state.log_file_lock, scope), opened_for_reading(path) as fd:
-                if os.fstat(fd).st_ino == cache.identity[0]:
-                    data = encode_directory(cache.pages, cache.host_memory_end, cache.digest)
-                    atomic_write(path.with_name(DIRECTORY_FILE), data)
+            aside = written_aside(
+                target, encode_directory(draft.pages, draft.count, draft.host_memory_end, draft.digest)
+            )
+        except FileNotFoundError:
+            return  # erased meanwhile
+        except OSError as exc:
+            log.warning("the page directory of %s was not saved (%s); the log is parsed instead", scope.describe(), exc)
+            return
+        try:
+            with state.log_lock, self._holding(state.log_file_lock, scope), opened_for_reading(path) as fd:
+                covered = draft.pages.offsets(draft.count)[-1]
+                if os.fstat(fd).st_ino == draft.inode and log_digest(fd, covered).digest() == draft.digest.digest():
+                    put_in_place(aside, target)
+        except (FileNotFoundError, ValueError):
+            pass  # erased, or the log cut shorter, meanwhile: the directory would not be used
         except (OSError, StorageError) as exc:
             log.warning("the page directory of %s was not saved (%s); the log is parsed instead", scope.describe(), exc)
+        finally:
+            aside.unlink(missing_ok=True)
 
     def _catch_up(self, fd: int, path: Path, state: _ScopeState, scope: Scope, keep_pages: bool = True) -> _LogCache:
         """Bring the cached log up to the file: the same log grown, or another one begun. Without
@@ -822,6 +841,37 @@ def _drop_cached(state: _ScopeState) -> bool:
         state.log = state.document = None
 
     return done_when_idle([state.log_lock, state.document_lock], drop)
+
+
+@dataclass(frozen=True)
+class _DirectoryDraft:
+    """What a directory is saved from: the first `count` pages of a log as cached, the SHA-256 of
+    their records, and the log file's inode."""
+
+    pages: FilePages
+    count: int
+    host_memory_end: int
+    digest: hashlib._Hash
+    inode: int
+
+
+def _directory_draft(cache: _LogCache | None, new_pages: int) -> _DirectoryDraft | None:
+    """What to save the cache's directory from, when `new_pages` or more pages (DIRECTORY_MIN_PAGES
+    in all) came since it was last saved (held: the log lock). They count as saved from then on: a
+    save that fails is not tried again at every read."""
+    if cache is None or not isinstance(cache.pages, FilePages):
+        return None
+    count = len(cache.pages)
+    if count < DIRECTORY_MIN_PAGES or count - cache.directory_pages < new_pages:
+        return None
+    cache.directory_pages = count
+    return _DirectoryDraft(cache.pages, count, cache.host_memory_end, cache.digest.copy(), cache.identity[0])
+
+
+def _let_go_of_log(state: _ScopeState) -> None:
+    """Forget the log as read (held: its locks): exchanges were erased from it."""
+    retire_log(state.log)
+    state.log = state.tally = None
 
 
 def _log_from_start(

@@ -88,7 +88,7 @@ from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.page_sequence import StoredPages
 from memory_mcp.store import PageLog, PageVector, Scope, already_stored, page_from_record, page_record
 from memory_mcp.store.migrations import advisory_key, check_schema_name, migrate, render
-from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle
+from memory_mcp.store.scope_state import CachedLog, ScopeStates, acquire, done_when_idle, retire_log
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ STREAM_ROWS = 1000 if psycopg.pq.version() >= 170000 else 1
 # A read of fewer new rows than this fetches them whole and checks each; a longer one (a start
 # over a long log) reads their columns only: those rows were checked when they were appended.
 WHOLE_PAGES_BELOW = 1000
+LARGE_RESULT_BYTES = 8 << 20  # a saved index larger than this is read on a connection of its own
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "memory_mcp"
@@ -225,6 +226,10 @@ _QUERIES = {
     """,
     "read_index_snapshot": """
         SELECT i.data FROM {schema}.index_snapshots i JOIN {schema}.scopes s USING (user_id, agent_name)
+        WHERE i.user_id = %(u)s AND i.agent_name = %(a)s AND i.generation = s.generation
+    """,
+    "index_snapshot_size": """
+        SELECT octet_length(i.data) FROM {schema}.index_snapshots i JOIN {schema}.scopes s USING (user_id, agent_name)
         WHERE i.user_id = %(u)s AND i.agent_name = %(a)s AND i.generation = s.generation
     """,
     "write_index_snapshot": """
@@ -646,6 +651,8 @@ class PostgresStore:
             version, stored = self._run(f"erase exchanges of {scope.describe()}", work)
         with state.document_lock:
             state.document = _DocumentCache(version, stored)
+        with state.log_lock:
+            _let_go_of_log(state)
 
     def page_count(self, scope: Scope) -> int:
         row = self._scope_row(f"count the pages of {scope.describe()}", "page_count", scope)
@@ -657,17 +664,33 @@ class PostgresStore:
         return row is not None and bool(row[0])
 
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
+        """A large snapshot is read on a connection of its own, closed after it: libpq keeps a
+        connection's input buffer as large as the largest result it took in (72 MB at 100k
+        exchanges), which a pooled connection would hold for as long as it lives."""
+        action = f"read the word index of {scope.describe()}"
+        size = self._scope_row(action, "index_snapshot_size", scope)
+        if size is None:
+            return None
+        if size[0] <= LARGE_RESULT_BYTES:
+            return self._run(action, lambda conn, _: self._snapshot_on(conn, scope))
+        with self._connect(action) as conn:
+            try:
+                self._configure(conn)
+                return self._snapshot_on(conn, scope)
+            except psycopg.Error as exc:
+                raise self._error(action, exc) from None
+
+    def _snapshot_on(self, conn: psycopg.Connection, scope: Scope) -> bytes | None:
         # In binary: as text, the bytes travel hex-encoded (72 MB at 100k exchanges: 0.8 s instead of 0.3).
-        row = self._scope_row(f"read the word index of {scope.describe()}", "read_index_snapshot", scope, binary=True)
+        user_id, agent = _key(scope)
+        row = conn.execute(self._sql["read_index_snapshot"], {"u": user_id, "a": agent}, binary=True).fetchone()
         return None if row is None else bytes(row[0])
 
-    def _scope_row(
-        self, action: str, query: str, scope: Scope, binary: bool = False, **params: Any
-    ) -> tuple[Any, ...] | None:
+    def _scope_row(self, action: str, query: str, scope: Scope, **params: Any) -> tuple[Any, ...] | None:
         """The row (if any) of one of the queries that name a scope by %(u)s and %(a)s."""
         user_id, agent = _key(scope)
         named = {"u": user_id, "a": agent, **params}
-        return self._run(action, lambda conn, _: conn.execute(self._sql[query], named, binary=binary).fetchone())
+        return self._run(action, lambda conn, _: conn.execute(self._sql[query], named).fetchone())
 
     def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
         """Saved only while the scope's generation is still `generation` (one statement)."""
@@ -688,7 +711,8 @@ class PostgresStore:
         self._run(f"erase the memory of {scope.describe()}", lambda conn, _: conn.execute(query, params))
         for known in self._states.erased(scope):
             with known.log_lock, known.document_lock:
-                known.log = known.document = None
+                _let_go_of_log(known)
+                known.document = None
 
     # --- structured memory ----------------------------------------------------------------
 
@@ -986,6 +1010,12 @@ def _secrets_of(dsn: str) -> list[str]:
         found |= {password, unquote(password), quote(password, safe="")}
     # Longest first, so a DSN is replaced whole before the password inside it.
     return sorted((s for s in found if len(s) >= 4 or s == dsn), key=len, reverse=True)
+
+
+def _let_go_of_log(state: _ScopeState) -> None:
+    """Forget the log as read (held: state.log_lock): exchanges were erased from it."""
+    retire_log(state.log)
+    state.log = None
 
 
 def _as_text(value: str | None) -> str | None:

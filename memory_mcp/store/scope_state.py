@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from memory_mcp.page_sequence import HeldPages, PageSequence
+from memory_mcp.page_sequence import HeldPages, PageSequence, StoredPages
 from memory_mcp.store import Scope
 
 StateT = TypeVar("StateT")
@@ -97,6 +97,13 @@ class CachedLog:
             return False
         self.end = end
         return True
+
+
+def retire_log(cached: CachedLog | None) -> None:
+    """The log was erased from (held: its lock): a sequence of it handed out before gives none of
+    its pages back, not even those it kept."""
+    if cached is not None and isinstance(cached.pages, StoredPages):
+        cached.pages.retire()
 
 
 def acquire(lock: threading.Lock, wait: float) -> bool:

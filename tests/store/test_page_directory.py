@@ -149,12 +149,37 @@ def test_erasing_exchanges_leaves_no_file_that_names_them(data_dir: Path) -> Non
     other.read_pages(USER)
     other.append_page(USER, make_page(SIZE))  # its log in memory grew since the directory was saved
 
+    crashed_save = directory_path(data_dir).with_name(f".{DIRECTORY_FILE}.0badf00d.tmp")
+    crashed_save.write_bytes(directory_path(data_dir).read_bytes())  # a save a crash cut short
+
     store.erase_pages(USER, ["page_00003"], lambda document, _positions: document)
     other.close()  # which must not save the directory of the log it read before the erase
 
     for path in JsonStore(data_dir).scope_dir(USER).rglob("*"):
         assert b"page_00003" not in path.read_bytes(), path
     assert "page_00003" not in JsonStore(data_dir).read_pages(USER).pages.ids
+
+
+def test_a_log_rewritten_in_place_is_not_read_by_the_offsets_of_the_old_one(data_dir: Path) -> None:
+    """Another process forgot the user and began anew, and the new log got the old one's inode
+    back: a log read before must not hand out the new records at the old offsets as its pages,
+    nor save its directory over the new log (it would name forgotten pages)."""
+    filled(data_dir)
+    reader = JsonStore(data_dir)
+    before = reader.read_pages(USER)
+    reader.append_page(USER, make_page(SIZE))  # grown since its directory: close would save one
+    saved = directory_path(data_dir).read_bytes()
+    log_path = JsonStore(data_dir).scope_dir(USER) / "pages.jsonl"
+    renamed = log_path.read_bytes().replace(b'"page_0', b'"other_')  # the same lengths, other ids
+    with log_path.open("r+b") as same_inode:
+        same_inode.truncate(0)
+        same_inode.write(renamed)
+
+    with pytest.raises(MemoryGone, match="erased"):
+        before.pages[1]
+    reader.close()
+
+    assert directory_path(data_dir).read_bytes() == saved, "not saved again from the old log"
 
 
 def test_pages_erased_by_another_process_are_never_read_back_from_a_log_read_before(data_dir: Path) -> None:
@@ -169,6 +194,19 @@ def test_pages_erased_by_another_process_are_never_read_back_from_a_log_read_bef
     with pytest.raises(MemoryGone, match="erased"):
         before.pages[1]
     assert reader.read_pages(USER).pages[1] == pages[2]
+
+
+def test_a_log_read_before_an_erase_here_gives_none_of_its_pages_back(data_dir: Path) -> None:
+    filled(data_dir, count=5)
+    store = JsonStore(data_dir)
+    before = store.read_pages(USER)
+    before.pages[0], before.pages[1]  # read back, and kept
+
+    store.erase_pages(USER, ["page_00001"], lambda document, _positions: document)
+
+    for position in (0, 1):
+        with pytest.raises(MemoryGone, match="erased"):
+            before.pages[position]
 
 
 class _ErasedUnderARead(JsonStore):

@@ -912,6 +912,19 @@ def test_a_page_erased_by_another_instance_is_never_read_back_from_a_log_read_be
     assert ids(store.read_pages(USER).pages) == ["page_0000", "page_0002", "page_0003"]
 
 
+def test_a_log_read_before_an_erase_by_the_same_store_gives_none_of_its_pages_back(backend: Backend) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(4)])
+    before = store.read_pages(USER)
+    assert before.pages.pick([0, 1]) == [make_page(0), make_page(1)]  # read back, and kept
+
+    store.erase_pages(USER, ["page_0001"], lambda document, _positions: document)
+
+    for position in (0, 1):
+        with pytest.raises(MemoryGone, match="erased"):
+            before.pages[position]
+
+
 def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(pg: PostgresBackend) -> None:
     from memory_mcp.store.postgres_store import WHOLE_PAGES_BELOW
 
@@ -933,6 +946,25 @@ def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(p
     assert page_log.pages.pick([7, 1000, 0]) == [pages[7], pages[1000], pages[0]]
     with pytest.raises(StorageError, match="at position 3 is not a valid page record"):
         page_log.pages[3]  # a row changed by hand is checked when it is read
+
+
+def test_postgres_reads_a_large_saved_index_again_and_again(pg: PostgresBackend) -> None:
+    """A large snapshot comes on a connection of its own (libpq would keep a buffer as large for the
+    lifetime of a pooled one): it reads whole, every time, and the reads after it go on as before."""
+    from memory_mcp.store.postgres_store import LARGE_RESULT_BYTES
+
+    store = pg.store()
+    store.append_page(USER, make_page(0))
+    data = os.urandom(LARGE_RESULT_BYTES + 1)
+    assert store.write_index_snapshot(USER, data, store.read_pages(USER).generation)
+
+    for n in range(1, 4):
+        assert store.read_index_snapshot(USER) == data
+        store.append_page(USER, make_page(n))
+        assert ids(store.read_pages(USER).pages)[-1] == f"page_{n:04d}"
+    assert pg.sql(
+        "SELECT attstorage FROM pg_attribute WHERE attrelid = '{schema}.index_snapshots'::regclass AND attname = 'data'"
+    ) == [("e",)], "stored as it is: a start does not decompress it"
 
 
 def test_postgres_migration_gives_pages_stored_before_it_their_columns(pg: PostgresBackend) -> None:
