@@ -111,7 +111,7 @@ def test_two_instances_on_one_database_lose_nothing_and_extract_each_exchange_on
             flushed = final.flush_memory(FlushRequest.build(user_id=user))
             assert flushed.errors == [] and flushed.pending_pages == 0, flushed
         stored = {user: [page.page_id for page in final.store.read_pages(Scope(user)).pages] for user in USERS}
-        pages = {user: final.store.read_pages(Scope(user)).pages for user in USERS}
+        pages = {user: list(final.store.read_pages(Scope(user)).pages) for user in USERS}  # read while open
         facts = [fact.content for user in USERS for fact in current(final.store.read_document(Scope(user)).facts)]
     finally:
         final.close()

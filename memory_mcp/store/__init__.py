@@ -37,7 +37,8 @@ class PageLog:
     `generation` changes whenever the log was replaced rather than appended to, so an index
     built over `pages[:n]` knows it may extend itself only while the generation is unchanged.
     The sequence is shared: callers read it and never mutate it. Its ids, threads and timestamps
-    are columns: walk those, not the pages, where they are all that is needed.
+    are columns: walk those, not the pages, where they are all that is needed. Pages are read back
+    from the store when asked for, so they are asked for while it is open.
     """
 
     generation: int
