@@ -21,6 +21,7 @@ import struct
 import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 
 from memory_mcp.errors import StorageError
 from memory_mcp.models import Page
@@ -214,12 +215,28 @@ class SnapshotKeeper:
         self._saving: dict[Scope, threading.Thread] = {}
         self._guard = threading.Lock()
 
-    def saved_index(self, scope: Scope, page_log: PageLog) -> LexicalIndex:
-        """The saved index of the log's first pages if there is a usable one, else an empty index."""
+    def read_ahead(self, scope: Scope) -> Future[bytes | None]:
+        """Start reading the scope's saved index on a thread of its own, for a `saved_index` to
+        come: a first retrieve reads it while the log is read (72 MB and 100,000 exchanges' fields
+        at 100k: ~0.2 s less than one after the other)."""
+        ahead: Future[bytes | None] = Future()
+
+        def read() -> None:
+            try:
+                ahead.set_result(self.store.read_index_snapshot(scope))
+            except BaseException as exc:
+                ahead.set_exception(exc)
+
+        threading.Thread(target=read, name="index-snapshot-read", daemon=True).start()
+        return ahead
+
+    def saved_index(self, scope: Scope, page_log: PageLog, ahead: Future[bytes | None] | None = None) -> LexicalIndex:
+        """The saved index of the log's first pages if there is a usable one, else an empty index
+        (its saved copy as `ahead` read it, if given)."""
         if len(page_log.pages) < self.MIN_PAGES:
             return LexicalIndex()
         try:
-            data = self.store.read_index_snapshot(scope)
+            data = ahead.result() if ahead is not None else self.store.read_index_snapshot(scope)
             if data is None:
                 return LexicalIndex()
             index = decode(data, page_log.pages)

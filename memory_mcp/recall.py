@@ -13,6 +13,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -78,6 +79,7 @@ class _ScopeCache:
     recent: _RecentWindow = field(default_factory=_RecentWindow)
     vectors: VectorTable | None = None  # with embeddings on, once a query vector came along
     saved_pages: int = 0  # how many pages the index's saved snapshot covers
+    snapshot_ahead: Future[bytes | None] | None = None  # the saved index, being read before first use
 
 
 class PageRecall:
@@ -284,12 +286,21 @@ class PageRecall:
                 self._leaving = [each for each in self._leaving if each.is_alive()] + [saving]
         saving.start()
 
+    def read_index_ahead(self, scope: Scope) -> None:
+        """Start reading the scope's saved index if its cache has none yet (call before reading
+        the log: the two then arrive together)."""
+        cache = self._entry(scope)
+        with cache.lock:
+            if cache.generation == -1 and cache.snapshot_ahead is None:
+                cache.snapshot_ahead = self._snapshots.read_ahead(scope)
+
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""
         cache = self._entry(scope)
         with cache.lock:
             if cache.generation != page_log.generation:
-                cache.index = self._snapshots.saved_index(scope, page_log)
+                ahead, cache.snapshot_ahead = cache.snapshot_ahead, None
+                cache.index = self._snapshots.saved_index(scope, page_log, ahead)
                 cache.generation, cache.mask_key, cache.vectors = page_log.generation, None, None
                 cache.saved_pages = len(cache.index)
             pages = page_log.pages

@@ -212,6 +212,7 @@ class MemoryService:
         return self._retrieve(scope, request)
 
     def _retrieve(self, scope: Scope, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
+        self._recall.read_index_ahead(scope)  # a first retrieve: the saved index comes with the log
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]

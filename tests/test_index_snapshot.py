@@ -20,7 +20,7 @@ from memory_mcp.index_snapshot import MAGIC, SnapshotKeeper, UnusableSnapshot, d
 from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import INDEX_FILE
+from memory_mcp.store.json_store import INDEX_FILE, JsonStore
 
 USER = Scope("alice")
 WORDS = (
@@ -313,3 +313,34 @@ def test_servers_adding_and_saving_at_once_leave_a_snapshot_that_holds_or_is_ref
     assert SnapshotKeeper.MIN_PAGES <= covered <= len(pages)
     found = found_after_a_start(tmp_path)
     assert found == built_afresh(tmp_path)
+
+
+class _ErasedAfterTheIndexIsRead(JsonStore):
+    """A store on which another process forgets an exchange just after the saved index was read
+    ahead of the log: the index read is of the exchanges before the erase."""
+
+    def __init__(self, root: Path, erased: str) -> None:
+        super().__init__(root)
+        self._erased: str | None = erased
+
+    def read_index_snapshot(self, scope: Scope) -> bytes | None:
+        data = super().read_index_snapshot(scope)
+        if self._erased is not None:
+            JsonStore(self.root).erase_pages(scope, [self._erased], lambda document, _positions: document)
+            self._erased = None
+        return data
+
+
+def test_an_index_read_ahead_of_exchanges_erased_meanwhile_finds_none_of_them(tmp_path: Path) -> None:
+    """Whichever of the log and the erase comes first, the erased exchange is not found, and what
+    is found afterwards is what a fresh build finds."""
+    saved(tmp_path, SIZE)
+    violin = next(page.page_id for page in conversation(SIZE) if "violin" in page.user_input)
+    service = MemoryService(Settings(data_storage_path=tmp_path), store=_ErasedAfterTheIndexIsRead(tmp_path, violin))
+    try:
+        result = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="violin lessons"))
+    finally:
+        service.close()
+
+    assert result.retrieved_pages and violin not in {page.page_id for page in result.retrieved_pages}
+    assert found_after_a_start(tmp_path) == built_afresh(tmp_path)
