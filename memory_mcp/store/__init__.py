@@ -136,6 +136,10 @@ class MemoryStore(Protocol):
         log before or after, never a mix (a backend without transactions finishes an erase a
         crash cut short on its next read). MemoryGone if the scope holds nothing."""
 
+    def has_index_snapshot(self, scope: Scope) -> bool:
+        """Whether the scope has a saved word index to read (a cheap look: a file's presence, a
+        row's), so that one is read ahead of the log only where there is one."""
+
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         """The scope's saved word index as saved (index_snapshot.py decides whether it may be
         used), or None when there is none."""

@@ -435,6 +435,9 @@ class JsonStore:
             except FileNotFoundError:
                 return _LogCache(identity=(0, b""))
 
+    def has_index_snapshot(self, scope: Scope) -> bool:
+        return (self.scope_dir(scope) / INDEX_FILE).exists()
+
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         try:
             return read_bytes(self.scope_dir(scope) / INDEX_FILE)

@@ -663,6 +663,11 @@ class PostgresStore:
         row = self._scope_row(action, "host_memory_from", scope, start=start)
         return row is not None and bool(row[0])
 
+    def has_index_snapshot(self, scope: Scope) -> bool:
+        return (
+            self._scope_row(f"look for the word index of {scope.describe()}", "index_snapshot_size", scope) is not None
+        )
+
     def read_index_snapshot(self, scope: Scope) -> bytes | None:
         """A large snapshot is read on a connection of its own, closed after it: libpq keeps a
         connection's input buffer as large as the largest result it took in (72 MB at 100k

@@ -912,6 +912,18 @@ def test_a_page_erased_by_another_instance_is_never_read_back_from_a_log_read_be
     assert ids(store.read_pages(USER).pages) == ["page_0000", "page_0002", "page_0003"]
 
 
+def test_a_store_says_whether_a_saved_index_is_there_to_read(backend: Backend) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(3)])
+    assert not store.has_index_snapshot(USER)
+    assert store.write_index_snapshot(USER, b"an index", store.read_pages(USER).generation)
+    assert store.has_index_snapshot(USER) and not store.has_index_snapshot(Scope("bob"))
+
+    store.erase_pages(USER, ["page_0001"], lambda document, _positions: document)  # it held that page's words
+
+    assert not store.has_index_snapshot(USER)
+
+
 def test_a_log_read_before_an_erase_by_the_same_store_gives_none_of_its_pages_back(backend: Backend) -> None:
     store = backend.store()
     store.append_pages(USER, [make_page(n) for n in range(4)])
