@@ -24,6 +24,7 @@ from memory_mcp.embeddings import VectorTable, fact_relevance
 from memory_mcp.errors import MemoryGone, StorageError
 from memory_mcp.index_snapshot import SnapshotKeeper
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
+from memory_mcp.page_sequence import PageSequence
 from memory_mcp.pending import pending_by_thread, thread_key
 from memory_mcp.periods import Period, periods_in
 from memory_mcp.retrieval import LexicalIndex, best_of, fused, lexical_share
@@ -391,12 +392,12 @@ class PageRecall:
             self._on_hot(scope, thread)
 
 
-def time_window(timestamps: Sequence[str], since: str | None, until: str | None) -> Any:
-    """Which pages (by their `timestamps`) fall between `since` and `until`, both included, as a
-    boolean numpy array; None when neither is given."""
+def time_window(pages: PageSequence, since: str | None, until: str | None) -> Any:
+    """Which pages (by their timestamps) fall between `since` and `until`, both included, as a
+    boolean numpy array; None when neither is given (and the timestamps are not copied out)."""
     if since is None and until is None:
         return None
-    return _within(timestamps, [Period(since or "", until or "\uffff")])
+    return _within(pages.timestamps, [Period(since or "", until or "\uffff")])
 
 
 def _within(timestamps: Sequence[str], periods: Sequence[Period]) -> Any:

@@ -216,7 +216,7 @@ class MemoryService:
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
-        within = time_window(pages.timestamps, request.since, request.until)
+        within = time_window(pages, request.since, request.until)
         recent = self._recall.recent(scope, page_log, len(pages), within)
         document = self.store.read_document(scope)
         held = current(document.facts)

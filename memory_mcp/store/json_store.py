@@ -527,8 +527,10 @@ class JsonStore:
             return
         try:
             with state.log_lock, self._holding(state.log_file_lock, scope), opened_for_reading(path) as fd:
-                covered = draft.pages.offsets(draft.count)[-1]
-                if os.fstat(fd).st_ino == draft.inode and log_digest(fd, covered).digest() == draft.digest.digest():
+                if (
+                    os.fstat(fd).st_ino == draft.inode
+                    and log_digest(fd, draft.covered).digest() == draft.digest.digest()
+                ):
                     put_in_place(aside, target)
         except (FileNotFoundError, ValueError):
             pass  # erased, or the log cut shorter, meanwhile: the directory would not be used
@@ -853,6 +855,7 @@ class _DirectoryDraft:
 
     pages: FilePages
     count: int
+    covered: int  # where the last of those pages' records ends
     host_memory_end: int
     digest: hashlib._Hash
     inode: int
@@ -868,7 +871,7 @@ def _directory_draft(cache: _LogCache | None, new_pages: int) -> _DirectoryDraft
     if count < DIRECTORY_MIN_PAGES or count - cache.directory_pages < new_pages:
         return None
     cache.directory_pages = count
-    return _DirectoryDraft(cache.pages, count, cache.host_memory_end, cache.digest.copy(), cache.identity[0])
+    return _DirectoryDraft(cache.pages, count, cache.end, cache.host_memory_end, cache.digest.copy(), cache.identity[0])
 
 
 def _let_go_of_log(state: _ScopeState) -> None:
