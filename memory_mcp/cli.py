@@ -30,18 +30,21 @@ from memory_mcp.errors import InvalidInput, MemoryServiceError, NotFound
 from memory_mcp.hook_helper import keep_helper
 from memory_mcp.hook_relay import helper_socket
 from memory_mcp.ids import validate_identifier
-from memory_mcp.launch import command_words
+from memory_mcp.injection import HostSession
+from memory_mcp.launch import HELPED_HOOKS, command_words
 from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
     ForgetRequest,
     ImportRequest,
+    Page,
     ProfileRequest,
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
 from memory_mcp.portability.documents import parse_import
 from memory_mcp.portability.memoryos import from_memoryos
+from memory_mcp.projects import project_name, project_of
 from memory_mcp.service import MemoryService
 from memory_mcp.wording import plural
 
@@ -95,11 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--agent", help="one of the user's agents")
     show.add_argument("--facts", action="store_true", help="also list the facts")
     show.add_argument("--pages", type=_count, default=0, metavar="N", help="also list the last N exchanges")
+    show.add_argument("--project", help="only exchanges of this project (its folder's name, or its whole path)")
     search = command("search", "search a user's exchanges (archived ones too) and facts")
     search.add_argument("user")
     search.add_argument("query")
     search.add_argument("--agent")
     search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--project", help="only exchanges of this project (its folder's name, or its whole path)")
     export = command("export", "print everything stored for a user as one JSON document")
     export.add_argument("user")
     export.add_argument("--agent")
@@ -149,22 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     flush.add_argument(
         "--retry-failed", action="store_true", help="also retry exchanges set aside after repeated unusable replies"
     )
-    hook_help = "Claude Code hooks: the <memory> block for each prompt, and each finished reply remembered"
+    hook_help = "Claude Code hooks: a digest per session, what is relevant to each prompt, each reply remembered"
     hook = commands.add_parser("hook", parents=[shared], help=hook_help, description=hook_help)
     events = hook.add_subparsers(dest="hook_event", metavar="EVENT", required=True)
     for name, help_text in (
-        ("prompt", "for UserPromptSubmit: print the <memory> block for the prompt the hook's JSON holds"),
+        ("session-start", "for SessionStart: print the session's digest (profile, standing facts, latest work)"),
+        ("prompt", "for UserPromptSubmit: print what memory holds that is relevant to the prompt, not given before"),
         ("stop", "for Stop: store the exchanges of the session's transcript that are not stored yet"),
     ):
         event = events.add_parser(name, parents=[shared], help=help_text, description=help_text)
         event.add_argument("--user", help="whose memory (default: the config's user_id)")
-        agent = event.add_mutually_exclusive_group()
-        agent.add_argument("--agent", help="an agent's memory beside the user's (default: the config's assistant_id)")
-        agent.add_argument(
-            "--project-agent",
-            action="store_true",
-            help="the project (the hook's cwd) as the agent, so that each repository keeps its own memory",
-        )
+        event.add_argument("--agent", help="an agent's memory beside the user's (default: the config's assistant_id)")
+        # Retired: each exchange records its project now. Accepted, so that hooks installed with it still run.
+        event.add_argument("--project-agent", action="store_true", help=argparse.SUPPRESS)
         if name == "prompt":
             event.add_argument("--max-tokens", type=int, help="budget of the block (default: max_injection_tokens)")
     init_help = "write a config file with every setting at its default, each explained, to edit"
@@ -180,9 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("target", metavar="HOST", choices=["claude-code"], help="the host to add memory-mcp to")
     install.add_argument(
         "--project", action="store_true", help="for this folder only (its .claude/settings.local.json), not everywhere"
-    )
-    install.add_argument(
-        "--project-agent", action="store_true", help="hooks keep each project's memory apart (see hook --help)"
     )
     install.add_argument("--dry-run", action="store_true", help="print what the files would hold; change nothing")
     install.add_argument(
@@ -228,7 +227,7 @@ def main(argv: Sequence[str] | None = None, keep_hook_helper: bool = False) -> i
     for chatty in ("httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     if args.command == "hook":
-        return _hook(args, keep_hook_helper)
+        return _hook(args, arguments, keep_hook_helper)
     if args.command == "init":
         return _reporting_errors("init", lambda: _init(args))
     try:
@@ -271,77 +270,89 @@ def _hook_arguments(arguments: Sequence[str]) -> argparse.Namespace | None:
         raise
 
 
-def _hook(args: argparse.Namespace, leave_helper: bool) -> int:
+def _hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool) -> int:
     """Run a Claude Code hook. Whatever goes wrong, the prompt must go on: one line on stderr,
     nothing on stdout, exit status 0."""
     try:
-        environ, cwd = process_environment(), os.getcwd()
-        settings, event, agent = _hook_call(args, sys.stdin.read(), environ, cwd)
+        environ, cwd, stdin = process_environment(), os.getcwd(), sys.stdin.read()
+        settings, event, session = _hook_call(args, stdin, environ, cwd)
         service = MemoryService(settings, short_lived=True)
+        stored = None
         try:
-            if args.hook_event == "prompt":
-                context = hooks.prompt_context(service, event, args.user, agent, args.max_tokens)
-                if context:
-                    print(context, flush=True)
-                stored = None
+            if args.hook_event == "stop":
+                stored = hooks.remember_session(service, event, session)
             else:
-                stored = hooks.remember_session(service, event, args.user, agent)
+                _print_context(service, args, event, session)
         finally:
             service.close()
-        if args.hook_event == "prompt" and leave_helper:
-            helper = _PromptHelper(settings, args.user, agent)
-            keep_helper(helper_socket(environ), settings.hook_helper_idle_minutes * 60, helper)
+        if args.hook_event in HELPED_HOOKS and leave_helper:
+            first = {"argv": arguments, "stdin": stdin, "cwd": cwd, "environ": environ}
+            keep_helper(helper_socket(environ), settings.hook_helper_idle_minutes * 60, first)
         if stored is not None and stored[0].pages_added and service.extraction_on:
             result, newest_page = stored  # the result names the scope the pages went to
-            hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page)
-    except Exception as exc:  # noqa: BLE001  # a hook never breaks the prompt: it says why and steps aside
+            hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page, cwd)
+    except Exception as exc:  # a hook never breaks the prompt: it says why and steps aside
         print(f"memory-mcp hook {args.hook_event}: {_one_line(exc)}", file=sys.stderr)
     return 0
 
 
+def _print_context(
+    service: MemoryService, args: argparse.Namespace, event: hooks.HookInput, session: HostSession
+) -> None:
+    """What a context hook (prompt, session-start) prints for the host."""
+    if args.hook_event == "prompt":
+        context = hooks.prompt_context(service, event, session, args.max_tokens)
+    else:
+        context = hooks.start_context(service, event, session)
+    if context:
+        print(context, flush=True)
+
+
 def _hook_call(
     args: argparse.Namespace, stdin: str, environ: Mapping[str, str], cwd: str
-) -> tuple[Settings, hooks.HookInput, str | None]:
-    """A hook's settings, event and agent, from its command line, stdin, environment and folder."""
+) -> tuple[Settings, hooks.HookInput, HostSession]:
+    """A hook's settings, event and session, from its command line, stdin, environment and folder."""
     config = getattr(args, "config", None)
     settings = load_settings(None if config is None else Path(cwd) / config, environ)
     event = hooks.read_hook_input(stdin)
-    project = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever Claude has cd'd
-    return settings, event, hooks.project_agent(project) if args.project_agent else args.agent
+    folder = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever Claude has cd'd
+    return settings, event, hooks.host_session(event, args.user, args.agent, folder)
 
 
 def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
-class _PromptHelper:
-    """The hook helper's work: answer prompt hooks as `memory-mcp hook prompt` would, reading
+class _HookHelper:
+    """The hook helper's work: answer context hooks as `memory-mcp hook ...` would, reading
     settings anew for each request (its command line, environment and folder) and keeping a
-    service, with its loaded memory, per distinct settings."""
+    service, with its loaded memory, per distinct settings. It warms up on the first request's."""
 
     MAX_SERVICES = 4
 
-    def __init__(self, settings: Settings, user_id: str | None, agent_name: str | None) -> None:
-        self._first = (settings, user_id, agent_name)
+    def __init__(self, first_request: dict[str, Any]) -> None:
+        self._first = first_request
         self._services: dict[str, MemoryService] = {}
 
     def warm_up(self) -> None:
-        settings, user_id, agent_name = self._first
-        self._service(settings).warm_up(user_id, agent_name)
+        args = _hook_arguments(self._first["argv"])
+        if args is not None:
+            settings, _, session = _hook_call(args, self._first["stdin"], self._first["environ"], self._first["cwd"])
+            self._service(settings).warm_up(session.user_id, session.agent_name)
 
     def answer(self, request: Any) -> dict[str, str]:
         out, said = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
+            args = None
             try:
                 args = _hook_arguments(request["argv"])
                 if args is not None:
                     os.chdir(request["cwd"])  # one request at a time: relative paths mean the caller's
-                    settings, event, agent = _hook_call(args, request["stdin"], request["environ"], request["cwd"])
-                    context = hooks.prompt_context(self._service(settings), event, args.user, agent, args.max_tokens)
-                    if context:
-                        print(context)
-            except Exception as exc:  # noqa: BLE001  # the same promise as the hook itself
-                print(f"memory-mcp hook prompt: {_one_line(exc)}", file=sys.stderr)
+                    settings, event, session = _hook_call(args, request["stdin"], request["environ"], request["cwd"])
+                    _print_context(self._service(settings), args, event, session)
+            except Exception as exc:  # the same promise as the hook itself
+                event_name = getattr(args, "hook_event", "prompt")
+                print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)
         return {"stdout": out.getvalue(), "stderr": said.getvalue()}
 
     def close(self) -> None:
@@ -357,6 +368,11 @@ class _PromptHelper:
                 self._services.pop(next(iter(self._services))).close()
         self._services[key] = service  # the most recently used last
         return service
+
+
+def prompt_helper(first_request: dict[str, Any]) -> _HookHelper:
+    """The work of a hook helper started for `first_request` (hook_helper.main)."""
+    return _HookHelper(first_request)
 
 
 def _reporting_errors(command: str, run: Callable[[], int]) -> int:
@@ -388,7 +404,8 @@ def serve(service: MemoryService, transport: str) -> int:
         signal.signal(signum, functools.partial(_flush_and_exit, service))
     service.start()
     try:
-        anyio.run(serve_stdio, build_server(service))
+        # A host starts its stdio server in the folder it works in: that is the calls' project.
+        anyio.run(serve_stdio, build_server(service, default_project=project_of(os.getcwd())))
     finally:
         service.close()
     return 0
@@ -455,7 +472,11 @@ def _show(service: MemoryService, args: argparse.Namespace) -> int:
     profile = service.get_user_profile(
         ProfileRequest.build(user_id=args.user, agent_name=args.agent, include_knowledge=args.facts)
     )
-    pages = service.latest_pages(profile.user_id, profile.agent_name, args.pages)
+    if args.project is None:
+        pages = service.latest_pages(profile.user_id, profile.agent_name, args.pages)
+    else:
+        newest, _ = service.find_pages(profile.user_id, profile.agent_name, _in_project(args.project), args.pages)
+        pages = newest[::-1]
     if args.json:
         return _print_json(
             {"profile": profile.model_dump(mode="json"), "pages": [p.model_dump(mode="json") for p in pages]}
@@ -468,6 +489,8 @@ def _search(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
     identity = {"user_id": args.user, "agent_name": args.agent}
     pages = service.search_exchanges(RetrieveMemoryRequest.build(query=args.query, max_results=args.limit, **identity))
+    if args.project is not None:
+        pages = [page for page in pages if _in_project(args.project)(page)]
     facts = service.search_facts(SearchFactsRequest.build(query=args.query, limit=args.limit, **identity))
     if args.json:
         return _print_json(
@@ -475,6 +498,11 @@ def _search(service: MemoryService, args: argparse.Namespace) -> int:
         )
     _console().search(args.query, pages, facts)
     return 0
+
+
+def _in_project(project: str) -> Callable[[Page], bool]:
+    """Whether an exchange belongs to `project`: its whole path, or its folder's name."""
+    return lambda page: page.project is not None and project in (page.project, project_name(page.project))
 
 
 def _export(service: MemoryService, args: argparse.Namespace) -> int:
@@ -631,9 +659,7 @@ def _init(args: argparse.Namespace) -> int:
 def _install(settings: Settings, args: argparse.Namespace) -> int:
     command = shlex.split(args.launch) if args.launch else host_setup.memory_command()
     config = getattr(args, "config", None)
-    changes = host_setup.claude_code_changes(
-        Path.home(), Path.cwd() if args.project else None, command, config, args.project_agent
-    )
+    changes = host_setup.claude_code_changes(Path.home(), Path.cwd() if args.project else None, command, config)
     if args.dry_run:
         for change in changes:
             state = "would change" if change.changed else "unchanged"

@@ -49,6 +49,13 @@ class MemorySettings(BaseModel):
     )
     injection_enabled: bool = Field(True, description="Return a ready-to-inject memory context.")
     max_injection_tokens: int = Field(2000, ge=100, le=8000, description="Token budget of the injected context.")
+    digest_tokens: int = Field(
+        600,
+        ge=100,
+        le=4000,
+        description="Token budget of the digest a host session starts with (profile, standing facts, the "
+        "project's latest exchanges); each prompt then gets only what is relevant to it and not given before.",
+    )
     token_counting: Literal["tiktoken", "char"] = Field(
         "tiktoken", description="'tiktoken' counts exactly (bundled offline); 'char' estimates from characters."
     )
@@ -216,6 +223,12 @@ class Settings(BaseModel):
         100_000, ge=1, description="Longest user_input or agent_response accepted, in characters."
     )
     max_meta_data_bytes: int = Field(65_536, ge=2, description="Largest meta_data accepted, as compact JSON bytes.")
+    structured_content: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Send each tool result's structured content (the whole result, for programs) beside the "
+        "text made for the model: 'auto' leaves it out for hosts that show it to their model instead of the "
+        "text (Claude Code, VS Code).",
+    )
     hook_helper_idle_minutes: float = Field(
         10,
         ge=0,

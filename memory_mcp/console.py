@@ -23,6 +23,7 @@ from memory_mcp.models import (
     StatusResult,
     UserProfileResult,
 )
+from memory_mcp.projects import project_name
 from memory_mcp.wording import plural
 
 SNIPPET_CHARS = 90
@@ -107,6 +108,7 @@ def pages_table(pages: Sequence[Page], title: str, scored: bool = False) -> None
         table.add_column("score")
     table.add_column("when")
     table.add_column("page", no_wrap=True, min_width=21)
+    table.add_column("project")
     table.add_column("user said")
     table.add_column("assistant answered")
     for page in pages:
@@ -115,6 +117,7 @@ def pages_table(pages: Sequence[Page], title: str, scored: bool = False) -> None
             *score,
             page.timestamp[:16].replace("T", " "),
             page.page_id,
+            project_name(page.project) or "(no project)",
             _snippet(page.user_input),
             _snippet(page.agent_response),
         )

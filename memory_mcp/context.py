@@ -13,7 +13,7 @@ dropped, when enough of it fits to be worth reading.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -67,20 +67,25 @@ class _Item:
     section: str
     order: int  # position within its section when rendered
     line: str
+    source: str = ""  # the page or fact id it shows
 
 
 @dataclass(frozen=True)
 class _Exchange:
-    """An exchange to place: its line at a given length a side (None: it does not fit)."""
+    """An exchange to place: its line at a given length a side; `label` names where it came
+    from when that is not the current project."""
 
     section: str
     order: int
     page: Page
+    label: str = ""
 
     def item(self, side_chars: int) -> _Item:
         said = escape(_clip(self.page.user_input, side_chars))
         answered = escape(_clip(self.page.agent_response, side_chars))
-        return _Item(self.section, self.order, f"- [{self.page.timestamp[:10]}] User: {said} | Assistant: {answered}")
+        where = f" · {escape(self.label)}" if self.label else ""
+        line = f"- [{self.page.timestamp[:10]}{where}] User: {said} | Assistant: {answered}"
+        return _Item(self.section, self.order, line, self.page.page_id)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class MemoryContext:
     tokens: int
     left_out: dict[str, int]  # section -> items that did not fit
     shortened: int  # exchanges shortened to fit
+    shown_pages: tuple[str, ...] = ()  # the exchanges it shows, in the order it shows them
+    shown_facts: tuple[str, ...] = ()
 
 
 def escape(text: str) -> str:
@@ -107,15 +114,27 @@ def build_context(
     counter: TokenCounter,
     relationship_with_user: str = "",
     style_hint: str = "",
+    *,
+    max_chars: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    side_chars: int = MAX_EXCHANGE_SIDE_CHARS,
+    recent_heading: str | None = None,
 ) -> MemoryContext:
-    """Fill the budget in FILL_ORDER. `facts` and `earlier` come best first; `recent` oldest first."""
+    """Fill the budget in FILL_ORDER. `facts` and `earlier` come best first; `recent` oldest first.
+
+    `max_chars`: a host's cap on what it keeps (Claude Code keeps 10,000 characters of a hook's
+    context): the block never passes it either, by construction. `labels`: page id -> the name of
+    the project an exchange came from, shown on its line (exchanges of the current project, or of
+    none, carry no label)."""
     items = [_fact_item(i, fact) for i, fact in enumerate(facts)]
     corrections = [item for item, fact in zip(items, facts, strict=True) if fact.category == "correction"]
     pinned = [item for item, fact in zip(items, facts, strict=True) if fact.pinned and fact.category != "correction"]
     others = [item for item in items if item not in corrections and item not in pinned]
-    recent_exchanges = [_Exchange("recent", i, page) for i, page in enumerate(recent)]
-    earlier_exchanges = [_Exchange("earlier", i, page) for i, page in enumerate(earlier)]
-    filler = _Filler(budget, counter)
+    named = labels or {}
+    recent_exchanges = [_Exchange("recent", i, page, named.get(page.page_id, "")) for i, page in enumerate(recent)]
+    earlier_exchanges = [_Exchange("earlier", i, page, named.get(page.page_id, "")) for i, page in enumerate(earlier)]
+    headings = _HEADINGS if recent_heading is None else {**_HEADINGS, "recent": recent_heading}
+    filler = _Filler(budget, counter, headings, max_chars, side_chars)
     filler.add([_Item("header", 0, FRAME)])
     filler.add(corrections, ceiling=filler.used + int(budget * CORRECTION_SHARE))
     filler.add_exchanges(recent_exchanges[-1:], min_side_chars=0)
@@ -135,19 +154,41 @@ def build_context(
     for section, order in keys:
         if (section, order) not in placed:
             left_out[section] = left_out.get(section, 0) + 1
-    return MemoryContext(text=text, tokens=tokens, left_out=left_out, shortened=filler.shortened)
+    shown = sorted(filler.chosen, key=lambda item: (list(_HEADINGS).index(item.section), item.order))
+    return MemoryContext(
+        text=text,
+        tokens=tokens,
+        left_out=left_out,
+        shortened=filler.shortened,
+        shown_pages=tuple(item.source for item in shown if item.section in ("recent", "earlier")),
+        shown_facts=tuple(item.source for item in shown if item.section == "facts"),
+    )
 
 
 class _Filler:
-    """Greedy filling of the budget, item by item, in the order the caller adds them."""
+    """Greedy filling of the budget, item by item, in the order the caller adds them. Tokens are
+    counted per line (the rendered whole is counted again at the end); characters add up exactly,
+    so a character cap is never passed."""
 
-    def __init__(self, budget: int, counter: TokenCounter) -> None:
+    def __init__(
+        self,
+        budget: int,
+        counter: TokenCounter,
+        headings: Mapping[str, str | None],
+        max_chars: int | None,
+        side_chars: int,
+    ) -> None:
         self.budget = budget
         self.counter = counter
+        self.headings = headings
+        self.max_chars = max_chars
+        self.side_chars = side_chars
         self.chosen: list[_Item] = []
         self.shortened = 0
         self._taken: set[tuple[str, int]] = set()
-        self.used = counter.count(_render([]))
+        empty = _render([], headings)
+        self.used = counter.count(empty)
+        self.used_chars = len(empty)
 
     def add(self, items: Sequence[_Item], ceiling: int | None = None) -> None:
         limit = min(self.budget, self.budget if ceiling is None else ceiling)
@@ -155,19 +196,19 @@ class _Filler:
             if (item.section, item.order) in self._taken:
                 continue
             cost = self._cost(item)
-            if self.used + cost <= limit:
+            if self.used + cost <= limit and self._chars_fit(item):
                 self._take(item, cost)
 
     def add_exchanges(self, exchanges: Sequence[_Exchange], min_side_chars: int = MIN_SHORTENED_SIDE_CHARS) -> None:
         """Each exchange whole if it fits, else as long a shortened version as fits."""
         for exchange in exchanges:
-            whole = exchange.item(MAX_EXCHANGE_SIDE_CHARS)
+            whole = exchange.item(self.side_chars)
             cost = self._cost(whole)
-            if self.used + cost <= self.budget:
+            if self.used + cost <= self.budget and self._chars_fit(whole):
                 self._take(whole, cost)
                 continue
             longest = max(len(exchange.page.user_input), len(exchange.page.agent_response))
-            side = _largest(min_side_chars, min(longest, MAX_EXCHANGE_SIDE_CHARS), partial(self._fits_at, exchange))
+            side = _largest(min_side_chars, min(longest, self.side_chars), partial(self._fits_at, exchange))
             if side is not None:
                 shortened = exchange.item(side)
                 self._take(shortened, self._cost(shortened))
@@ -177,28 +218,42 @@ class _Filler:
         """The rendered block. Line-by-line costs can differ from the count of the joined text by
         a token where the tokenizer merges across a boundary: the rendered text is what must fit,
         so it is counted again, and the last items taken give way (never the first `protected`)."""
-        text = _render(self.chosen)
+        text = _render(self.chosen, self.headings)
         tokens = self.counter.count(text)
         while tokens > self.budget and len(self.chosen) > protected:
             dropped = self.chosen.pop()
             self._taken.discard((dropped.section, dropped.order))
-            text = _render(self.chosen)
+            text = _render(self.chosen, self.headings)
             tokens = self.counter.count(text)
         return text, tokens
 
     def _fits_at(self, exchange: _Exchange, side_chars: int) -> bool:
-        return self.used + self._cost(exchange.item(side_chars)) <= self.budget
+        item = exchange.item(side_chars)
+        return self.used + self._cost(item) <= self.budget and self._chars_fit(item)
+
+    def _chars_fit(self, item: _Item) -> bool:
+        return self.max_chars is None or self.used_chars + self._chars(item) <= self.max_chars
 
     def _take(self, item: _Item, cost: int) -> None:
+        self.used_chars += self._chars(item)
         self.chosen.append(item)
         self._taken.add((item.section, item.order))
         self.used += cost
 
+    def _opens_section(self, item: _Item) -> bool:
+        return self.headings[item.section] is not None and all(other.section != item.section for other in self.chosen)
+
+    def _chars(self, item: _Item) -> int:
+        """Characters the item adds to the rendered block: its line and a line break, and its
+        section's heading if it opens the section."""
+        heading = self.headings[item.section]
+        return len(item.line) + 1 + (len(heading) + 1 if heading is not None and self._opens_section(item) else 0)
+
     def _cost(self, item: _Item) -> int:
         """Tokens the item adds: its line, and its section's heading if it opens the section."""
-        heading = _HEADINGS[item.section]
-        opens_section = heading is not None and all(other.section != item.section for other in self.chosen)
-        return self.counter.count(item.line + "\n") + (self.counter.count(heading + "\n") if opens_section else 0)
+        heading = self.headings[item.section]
+        opens = heading is not None and self._opens_section(item)
+        return self.counter.count(item.line + "\n") + (self.counter.count(heading + "\n") if opens else 0)
 
 
 def _largest(low: int, high: int, fits: Callable[[int], bool]) -> int | None:
@@ -214,9 +269,9 @@ def _largest(low: int, high: int, fits: Callable[[int], bool]) -> int | None:
     return low
 
 
-def _render(items: Sequence[_Item]) -> str:
+def _render(items: Sequence[_Item], headings: Mapping[str, str | None]) -> str:
     lines = ["<memory>"]
-    for section, heading in _HEADINGS.items():
+    for section, heading in headings.items():
         members = sorted((item for item in items if item.section == section), key=lambda item: item.order)
         if not members:
             continue
@@ -256,7 +311,7 @@ def _fact_item(rank: int, fact: Fact) -> _Item:
         line += f" (until {fact.expiresAt[:10]})"
     # Corrections are listed first, then pinned facts, then the others, each group best first.
     group = 0 if fact.category == "correction" else 1 if fact.pinned else 2
-    return _Item("facts", group * _FACTS_PER_GROUP + rank, line)
+    return _Item("facts", group * _FACTS_PER_GROUP + rank, line, fact.id)
 
 
 def _clip(text: str, side_chars: int) -> str:

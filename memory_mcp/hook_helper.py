@@ -2,22 +2,28 @@
 prompt hooks are answered in tens of milliseconds instead of each reading memory anew (over a
 second at 10,000 exchanges).
 
-A prompt hook that found no helper forks one after it has answered. The helper listens where
-`hook_relay` looks, answers one request at a time, and exits once idle for
+A hook that found no helper starts one after it has answered: a new Python process
+(`python -m memory_mcp.hook_helper`), never a fork of the hook, which may have run the embedding
+model (its threads do not survive a fork, and a forked helper would wait on their locks for
+ever); the helper loads whatever it needs itself. It is told its work on stdin (what to load
+first), listens where `hook_relay` looks, answers one request at a time, and exits once idle for
 `hook_helper_idle_minutes`, as soon as its socket is removed, or when the package's code changes
 under it (an upgrade, an edit): a request it then leaves unanswered is answered by the hook
-itself, which starts a helper on the new code. A lock file held for its life
-keeps it the only one per data home and installation: of two hooks starting one at once, one
-stands down. It reads memory through an ordinary service, so it sees whatever other processes
-store or forget, as a server does.
+itself, which starts a helper on the new code. A lock file held for its life keeps it the only
+one per data home and installation: of two hooks starting one at once, one stands down. It reads
+memory through an ordinary service, so it sees whatever other processes store or forget, as a
+server does.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,26 +51,52 @@ class HelperWork(Protocol):
     def close(self) -> None: ...
 
 
-def keep_helper(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
-    """Leave a helper listening at `socket_path` unless one already is; return at once."""
-    if idle_seconds > 0 and hasattr(socket, "AF_UNIX"):
-        run_detached(lambda: _serve(socket_path, idle_seconds, work))
-
-
-def run_detached(work: Callable[[], None]) -> None:
-    """Run `work` in a forked child in its own session, with the standard streams let go (Claude
-    Code waits for them to close, never for this); the caller carries on at once. Where there is
-    no fork (Windows), nothing runs."""
-    if not hasattr(os, "fork") or os.fork() != 0:
+def keep_helper(socket_path: Path, idle_seconds: float, first_request: dict[str, Any]) -> None:
+    """Leave a helper listening at `socket_path` unless one already is; return at once. It warms
+    up on `first_request` (a hook's argv, environ and cwd, as hooks ask it)."""
+    folder = socket_path.parent
+    if idle_seconds <= 0 or not hasattr(socket, "AF_UNIX"):
         return
-    try:
-        os.setsid()
-        with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
-            for stream in (0, 1, 2):
-                os.dup2(nothing.fileno(), stream)
-        work()
-    finally:
-        os._exit(0)
+    ensure_directory(folder)
+    if is_private_folder(folder):  # else nothing listening there could be trusted: no helper
+        spawn_detached(
+            [sys.executable, "-m", "memory_mcp.hook_helper", str(socket_path), str(idle_seconds)],
+            {"warm_up": first_request},
+            first_request["cwd"],
+            first_request["environ"],
+        )
+
+
+def spawn_detached(command: list[str], told: Any, cwd: str, environ: Mapping[str, str] | None) -> None:
+    """Start `command` as a new process in its own session, told `told` (JSON) on its stdin, its
+    output let go (Claude Code waits for the hook's streams to close, never for this); return at
+    once. Where there is no such session (Windows), nothing starts."""
+    if not hasattr(os, "setsid"):
+        return
+    child = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+        env=environ,
+        start_new_session=True,
+    )
+    assert child.stdin is not None
+    with child.stdin:
+        child.stdin.write(json.dumps(told).encode())
+
+
+def main(argv: list[str]) -> int:
+    """`python -m memory_mcp.hook_helper SOCKET IDLE_SECONDS`, told {"warm_up": request} on stdin."""
+    socket_path, idle_seconds = Path(argv[0]), float(argv[1])
+    told = json.loads(sys.stdin.read())
+    with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
+        os.dup2(nothing.fileno(), 0)
+    from memory_mcp.cli import prompt_helper  # the command line composes the helper's work
+
+    _serve(socket_path, idle_seconds, prompt_helper(told["warm_up"]))
+    return 0
 
 
 def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
@@ -81,7 +113,7 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
     try:
         socket_path.unlink(missing_ok=True)  # left by a helper that was killed
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-            with socket_address(socket_path) as address:  # still the forked child's only thread
+            with socket_address(socket_path) as address:  # no other thread yet: see socket_address
                 listener.bind(address)
             listener.listen(16)
             listener.settimeout(POLL_SECONDS)
@@ -135,3 +167,7 @@ def _inode(path: Path) -> int | None:
         return path.stat().st_ino
     except OSError:
         return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,9 +54,11 @@ def is_private_folder(folder: Path) -> bool:
 
 def ask_helper(request: dict[str, Any], socket_path: Path, timeout: float = ANSWER_TIMEOUT_SECONDS) -> Any:
     """The helper's answer to `request`, or None when no helper is listening (the caller then
-    does the work itself). A helper that takes the request and gives no answer raises HelperFailed."""
+    does the work itself). `timeout` bounds the whole exchange, however the answer trickles in;
+    a helper that takes the request and gives no usable answer within it raises HelperFailed."""
     if not hasattr(socket, "AF_UNIX") or not is_private_folder(socket_path.parent):
         return None
+    deadline = time.monotonic() + timeout
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(timeout)
         try:
@@ -65,13 +68,24 @@ def ask_helper(request: dict[str, Any], socket_path: Path, timeout: float = ANSW
         except OSError:  # no socket, nobody listening, a helper closing down, a path too long
             return None
         try:
-            return receive_message(connection)
+            return receive_message(connection, deadline)
         except TimeoutError:
             raise HelperFailed(f"the hook helper gave no answer within {timeout:g} s") from None
         except (EOFError, ConnectionResetError):
             return None  # it closed down (idle, or its code changed) between taking the request and answering
         except (OSError, ValueError) as exc:
             raise HelperFailed(f"the hook helper's answer could not be read ({exc})") from None
+
+
+def hook_answer(answer: Any) -> dict[str, str]:
+    """A helper's answer to a hook, checked: what the hook prints on stdout and on stderr."""
+    if not (
+        isinstance(answer, dict)
+        and set(answer) == {"stdout", "stderr"}
+        and all(isinstance(value, str) for value in answer.values())
+    ):
+        raise HelperFailed("the hook helper's answer is not what a hook prints (ignored)")
+    return answer
 
 
 @contextmanager
@@ -96,10 +110,19 @@ def send_message(connection: socket.socket, message: Any) -> None:
     connection.shutdown(socket.SHUT_WR)
 
 
-def receive_message(connection: socket.socket) -> Any:
-    """The JSON value the other side sent (EOFError if it sent nothing)."""
+def receive_message(connection: socket.socket, deadline: float | None = None) -> Any:
+    """The JSON value the other side sent (EOFError if it sent nothing), all of it by `deadline`
+    (time.monotonic()) if one is given: TimeoutError otherwise."""
     chunks, size = [], 0
-    while chunk := connection.recv(65536):
+    while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no whole answer in time")
+            connection.settimeout(left)
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
         size += len(chunk)
         if size > MAX_MESSAGE_BYTES:
             raise ValueError(f"a message over {MAX_MESSAGE_BYTES} bytes")

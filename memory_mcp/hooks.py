@@ -1,41 +1,38 @@
-"""Claude Code hooks: memory on every prompt and after every reply, whether or not the model
-calls a memory tool.
+"""Claude Code hooks: memory for every session and prompt, and every reply remembered, whether or
+not the model calls a memory tool.
 
-`UserPromptSubmit` gets the <memory> block for the prompt, as context Claude reads; `Stop`
-stores the session's exchanges that are not stored yet. Both run as short-lived processes with
-the hook's JSON on stdin; neither may ever hold up or block the prompt, so every failure is
-reported as one line on stderr and the hook exits 0 with nothing on stdout.
+`SessionStart` gets the session's digest (and again after a compaction or /clear);
+`UserPromptSubmit` gets what memory holds that is relevant to the prompt and not given to the
+session before (injection.py); `Stop` stores the session's exchanges that are not stored yet,
+each with the project it was said in. All run as short-lived processes with the hook's JSON on
+stdin; none may ever hold up or block the prompt, so every failure is reported as one line on
+stderr and the hook exits 0 with nothing on stdout.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import time
+import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from memory_mcp.clock import utc_now
 from memory_mcp.config import Settings
-from memory_mcp.hook_helper import run_detached
-from memory_mcp.models import (
-    ExportDocument,
-    FlushRequest,
-    ImportRequest,
-    ImportResult,
-    MemoryDocument,
-    RetrieveMemoryRequest,
-)
-from memory_mcp.models.requests import MAX_QUERY_CHARS
+from memory_mcp.hook_helper import spawn_detached
+from memory_mcp.ids import validate_identifier
+from memory_mcp.injection import HostSession, prompt_block, session_digest
+from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument
 from memory_mcp.portability.claude_code import session_exchanges
+from memory_mcp.projects import project_of
 from memory_mcp.service import MemoryService
 
-# Claude Code keeps at most this much of a hook's context inline; more becomes a file reference.
+# Claude Code keeps at most this many characters of a hook's context inline (more becomes a file
+# reference the model never reads): every block is built to fit it.
 MAX_HOOK_OUTPUT_CHARS = 10_000
 CLIPPED = " […]"
-PROJECT_AGENT_CHARS = 40
+# SessionStart's sources after which the model no longer holds what was given before.
+STARTS_OVER = {"startup", "clear", "compact"}
 
 
 class HookInput(BaseModel):
@@ -48,6 +45,7 @@ class HookInput(BaseModel):
     cwd: str | None = None
     hook_event_name: str | None = None
     prompt: str | None = None
+    source: str | None = None  # SessionStart: startup, resume, clear or compact
     stop_hook_active: bool = False
     last_assistant_message: str | None = None
 
@@ -56,41 +54,37 @@ def read_hook_input(text: str) -> HookInput:
     return HookInput.model_validate(json.loads(text))
 
 
-def project_agent(cwd: str) -> str:
-    """The agent name that keeps a repository's memory apart: the folder's name, made a valid
-    identifier, and a short hash of the whole path, so two checkouts named alike stay apart."""
-    path = str(Path(cwd).resolve())
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(path).name).strip("-")[:PROJECT_AGENT_CHARS] or "project"
-    return f"{name}-{hashlib.sha256(path.encode()).hexdigest()[:6]}"
+def host_session(event: HookInput, user_id: str | None, agent_name: str | None, folder: str) -> HostSession:
+    """The session a hook serves, in the project of `folder` (where Claude Code works); the ids
+    its command line names are checked (InvalidInput names the rule)."""
+    for field, value in (("user_id", user_id), ("agent_name", agent_name)):
+        if value:
+            validate_identifier(field, value)
+    return HostSession(user_id, agent_name, event.session_id, project_of(folder))
 
 
-def prompt_context(
-    service: MemoryService, event: HookInput, user_id: str | None, agent_name: str | None, max_tokens: int | None
-) -> str:
-    """The hook's stdout for a prompt: the <memory> block as additional context, or nothing when
-    there is no prompt or nothing is remembered for the scope yet."""
-    if not event.prompt or not event.prompt.strip():
-        return ""
-    request = RetrieveMemoryRequest.build(
-        query=event.prompt[:MAX_QUERY_CHARS], user_id=user_id, agent_name=agent_name, max_tokens=max_tokens
-    )
-    if not service.is_stored(request.user_id, request.agent_name):
-        return ""
-    context = service.retrieve_memory(request).context
-    while len(context) > MAX_HOOK_OUTPUT_CHARS:  # dense text: a smaller budget, never a cut block
-        request = request.model_copy(update={"max_tokens": request.max_tokens * 3 // 4})
-        context = service.retrieve_memory(request).context
+def prompt_context(service: MemoryService, event: HookInput, session: HostSession, max_tokens: int | None) -> str:
+    """The hook's stdout for a prompt: what is relevant to it as additional context, or nothing."""
+    context = prompt_block(service, session, event.prompt or "", max_tokens, MAX_HOOK_OUTPUT_CHARS)
+    return _additional_context("UserPromptSubmit", context)
+
+
+def start_context(service: MemoryService, event: HookInput, session: HostSession) -> str:
+    """The hook's stdout at a session's start: its digest as additional context, or nothing. A
+    resumed session keeps what it was given (its conversation is there again)."""
+    fresh = event.source in STARTS_OVER or event.source is None
+    return _additional_context("SessionStart", session_digest(service, session, MAX_HOOK_OUTPUT_CHARS, fresh))
+
+
+def _additional_context(event: str, context: str) -> str:
     if not context:
         return ""
     return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": context}},
-        ensure_ascii=False,
+        {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False
     )
 
 
-def remember_session(
-    service: MemoryService, event: HookInput, user_id: str | None, agent_name: str | None
-) -> tuple[ImportResult, str] | None:
+def remember_session(service: MemoryService, event: HookInput, session: HostSession) -> tuple[ImportResult, str] | None:
     """Store the session's finished exchanges not stored yet, and say which is the newest.
 
     A stored exchange is never rewritten, so the newest turn waits until its final reply is
@@ -110,11 +104,12 @@ def remember_session(
             update={
                 "user_input": _clipped(page.user_input, limit),
                 "agent_response": _clipped(page.agent_response, limit),
+                "project": session.project,
             }
         )
         for page in pages
     ]
-    scope = service.resolve_scope(user_id, agent_name)
+    scope = service.resolve_scope(session.user_id, session.agent_name)
     document = ExportDocument(
         exported_at=utc_now(), user_id=scope.user_id, agent_name=scope.agent_name, memory=MemoryDocument(), pages=pages
     )
@@ -126,19 +121,9 @@ def _clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - len(CLIPPED)] + CLIPPED
 
 
-def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str) -> None:
-    """Leave behind a detached process that runs the structured-memory update of what the hook
-    stored once the quiet time has passed, unless a later exchange arrived meanwhile (whose own
-    hook then leaves the update to its own process). Forked after the caller closed its service."""
-
-    def update() -> None:
-        time.sleep(settings.memory.debounce_seconds)
-        service = MemoryService(settings)
-        try:
-            latest = service.latest_pages(user_id, agent_name, 1)
-            if latest and latest[-1].page_id == newest_page:
-                service.flush_memory(FlushRequest.build(user_id=user_id, agent_name=agent_name))
-        finally:
-            service.close()
-
-    run_detached(update)
+def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str, cwd: str) -> None:
+    """Leave behind a process that runs the structured-memory update of what the hook stored
+    once the quiet time has passed, unless a later exchange arrived meanwhile (whose own hook
+    then leaves the update to its own process). A new process, not a fork of the hook."""
+    told = {"settings": settings.model_dump(mode="json"), "user_id": user_id, "agent_name": agent_name}
+    spawn_detached([sys.executable, "-m", "memory_mcp.quiet_update", newest_page], told, cwd, None)

@@ -1,5 +1,5 @@
 """Setting memory-mcp up: its own config file to edit, and its entries in Claude Code's settings
-(the MCP server and the two hooks).
+(the MCP server and the three hooks).
 
 Claude Code reads hooks from settings files (the user's ~/.claude/settings.json, or a project's
 .claude/settings.local.json) and MCP servers from ~/.claude.json (for the user, or under
@@ -27,8 +27,9 @@ from memory_mcp.store.durable import atomic_write, ensure_directory
 
 SERVER_NAME = "memory-mcp"
 # Our hook handlers, recognised by what they run whatever the path to the command.
-OUR_HOOK = re.compile(r"memory[-_]mcp\S*\s.*\bhook (prompt|stop)\b")
-HOOKS = {"UserPromptSubmit": ("prompt", 15), "Stop": ("stop", 30)}  # event -> (our hook, timeout seconds)
+OUR_HOOK = re.compile(r"memory[-_]mcp\S*\s.*\bhook (session-start|prompt|stop)\b")
+# event -> (our hook, timeout seconds)
+HOOKS = {"SessionStart": ("session-start", 15), "UserPromptSubmit": ("prompt", 15), "Stop": ("stop", 30)}
 
 
 @dataclass
@@ -61,9 +62,7 @@ def memory_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "memory_mcp"]
 
 
-def claude_code_changes(
-    home: Path, project: Path | None, command: list[str], config: Path | None, project_agent: bool
-) -> list[SettingsChange]:
+def claude_code_changes(home: Path, project: Path | None, command: list[str], config: Path | None) -> list[SettingsChange]:
     """What installing into Claude Code would make of its settings files (nothing is written).
 
     For the user: ~/.claude/settings.json and ~/.claude.json. For one project: its
@@ -71,11 +70,10 @@ def claude_code_changes(
     user, since the command lines hold paths of this machine (a teammate's would differ)."""
     options = ["--config", str(config.resolve())] if config is not None else []
     server = {"type": "stdio", "command": command[0], "args": [*command[1:], *options]}
-    hook_flags = [*options, *(["--project-agent"] if project_agent else [])]
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        _change(hooks_file, lambda settings: _with_hooks(settings, command, hook_flags), _our_hooks),
+        _change(hooks_file, lambda settings: _with_hooks(settings, command, options), _our_hooks),
         _change(
             home / ".claude.json", lambda state: _with_server(state, where, server), lambda s: _our_server(s, where)
         ),

@@ -11,11 +11,12 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from memory_mcp.environment import process_environment
-from memory_mcp.hook_relay import HelperFailed, ask_helper, helper_socket
+from memory_mcp.hook_relay import HelperFailed, ask_helper, helper_socket, hook_answer
 
+# The hooks a helper answers: those the host waits for before the model sees anything.
+HELPED_HOOKS = ("prompt", "session-start")
 # Options that take a value, wherever they stand: their value is never a command word.
 OPTIONS_WITH_VALUES = {
     "--config",
@@ -42,12 +43,13 @@ def command_words(arguments: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if command_words(arguments)[:2] == ["hook", "prompt"]:
+    words = command_words(arguments)[:2]
+    if words[:1] == ["hook"] and words[1:] and words[1] in HELPED_HOOKS:
         event = sys.stdin.read()
         try:
             answer = _helper_answer(arguments, event)
         except HelperFailed as exc:
-            print(f"memory-mcp hook prompt: {exc}", file=sys.stderr)
+            print(f"memory-mcp hook {words[1]}: {exc}", file=sys.stderr)
             return 0
         if answer is not None:
             sys.stdout.write(answer["stdout"])
@@ -59,11 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return command_line(arguments, keep_hook_helper=True)
 
 
-def _helper_answer(arguments: list[str], event: str) -> Any:
-    """The helper's answer to this prompt hook, or None if no helper can be asked."""
+def _helper_answer(arguments: list[str], event: str) -> dict[str, str] | None:
+    """The helper's answer to this hook, checked, or None if no helper can be asked."""
     environ = process_environment()
     try:
         cwd = os.getcwd()
     except OSError:  # a folder removed under the caller: the command line says so
         return None
-    return ask_helper({"argv": arguments, "stdin": event, "cwd": cwd, "environ": environ}, helper_socket(environ))
+    answer = ask_helper({"argv": arguments, "stdin": event, "cwd": cwd, "environ": environ}, helper_socket(environ))
+    return None if answer is None else hook_answer(answer)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
@@ -32,6 +32,18 @@ from memory_mcp.sessions import SessionTable, archived_sessions, sessions_to_arc
 from memory_mcp.store import MemoryStore, PageLog, Scope
 
 log = logging.getLogger(__name__)
+
+
+class Hit(NamedTuple):
+    """A page a search found: its position in the log, its rank score, and how relevant it is on
+    scales that do not depend on the other pages: `words`, the share of the query's weight its
+    words answer (LexicalIndex.query_weight), and `meaning`, its vector similarity to the query
+    (None without vectors). relevance.py decides from these what is worth a model's tokens."""
+
+    position: int
+    score: float
+    words: float
+    meaning: float | None
 
 
 @dataclass
@@ -161,7 +173,7 @@ class PageRecall:
         within: Any = None,
         query_vector: Any = None,
         vector_model: str = "",
-    ) -> list[tuple[int, float]]:
+    ) -> list[Hit]:
         """Rank the scope's pages but those in `exclude` (the recent ones) and those `within`
         leaves out: archived sessions left out unless asked for, hot sessions lifted by
         `heat_ranking_weight`; by words, and by similarity to `query_vector` too when one is
@@ -176,28 +188,38 @@ class PageRecall:
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages[:among_first].timestamps, periods) if periods else None
-            scores = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
+            lexical = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
             pages = page_log.pages
-            scores = cache.index.with_phrases(
-                scores, request.query, lambda numbers: [_page_text(page) for page in pages.pick(numbers)]
+            lexical = cache.index.with_phrases(
+                lexical, request.query, lambda numbers: [_page_text(page) for page in pages.pick(numbers)]
             )
+            query_weight = cache.index.query_weight(request.query)
+            scores, similarities = lexical, None
             if query_vector is not None:
-                scores = self._with_vectors(
-                    cache, scope, pages[:among_first], scores, request.query, query_vector, vector_model, eligible
+                scores, similarities = self._with_vectors(
+                    cache, scope, pages[:among_first], lexical, request.query, query_vector, vector_model, eligible
                 )
-            hits = best_of(scores, wanted)
-            if weight and hits:
+            ranked = best_of(scores, wanted)
+            if weight and ranked:
                 page_sessions = cache.sessions.page_sessions
-                hit_sessions = {page_sessions[i] for i, _ in hits}
+                hit_sessions = {page_sessions[i] for i, _ in ranked}
                 heats = cache.sessions.heats(document, now(), self.settings, only=hit_sessions)
-                lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in hits)
-                hits = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
-            hits = hits[: request.max_results]
-            cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in hits), utc_now())
+                lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in ranked)
+                ranked = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
+            ranked = ranked[: request.max_results]
+            cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in ranked), utc_now())
             # A document write and a scan of every session: not on the caller's time.
             saving = self._visits_saver(scope, cache) if cache.sessions.should_save() or cache.let_go else None
         self._start(saving, cache)
-        return hits
+        return [
+            Hit(
+                position,
+                score,
+                float(lexical[position]) / query_weight if query_weight > 0 else 0.0,
+                None if similarities is None else float(similarities[position]),
+            )
+            for position, score in ranked
+        ]
 
     def _with_vectors(
         self,
@@ -209,13 +231,14 @@ class PageRecall:
         query_vector: Any,
         model: str,
         eligible: Any,
-    ) -> Any:
-        """The word scores fused with the pages' similarity to the query (held: cache.lock)."""
+    ) -> tuple[Any, Any]:
+        """The word scores fused with the pages' similarity to the query, and those similarities
+        (0 where a page has no vector yet) (held: cache.lock)."""
         similarities, has_vector = self._vectors(cache, scope, pages, model).similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
         weight = lexical_share(self.settings.embeddings.lexical_weight, query)
-        return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight)
+        return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight), similarities * has_vector
 
     def fact_relevance(
         self, scope: Scope, page_log: PageLog, contents: Sequence[str], query_vector: Any, model: str

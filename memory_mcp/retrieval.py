@@ -333,6 +333,14 @@ class LexicalIndex:
             )
         return lifted
 
+    def query_weight(self, query: str) -> float:
+        """What a page holding each of the query's terms once, at the average length, would score:
+        the sum of the terms' rarities, a term no page holds counting as the rarest. A score over
+        this is how much of the query a page answers, on a scale that does not grow with the
+        number of pages (see relevance.py)."""
+        unseen = math.log(1 + (len(self._lengths) + 0.5) / 0.5)
+        return sum(self._idf(term) if term in self._postings else unseen for term in dict.fromkeys(index_terms(query)))
+
     def _idf(self, term: str) -> float:
         postings = self._postings.get(term)
         frequency_in_corpus = 0 if postings is None else len(postings) // 2
@@ -431,6 +439,24 @@ def best_of(scores: Any, limit: int) -> list[tuple[int, float]]:
     return ranked[:top]
 
 
+def entry_similarities(
+    contents: Sequence[str], query: str, relevance: Sequence[float] | None = None, whole_query: bool = False
+) -> list[float] | None:
+    """Each entry's similarity to `query` (0-1): TF-IDF cosine, or its `relevance` by meaning
+    where that is higher; None with no query. `whole_query`: the query's words that no entry
+    holds count too (as the rarest), so that a query the entries barely touch scores low on an
+    absolute scale (what a floor needs); the order of the entries is the same either way."""
+    if not query.strip():
+        return None
+    similarities = _tfidf_similarities(contents, query, whole_query)
+    if relevance is not None:
+        similarities = [
+            max(float(by_meaning), by_words)
+            for by_meaning, by_words in zip(relevance, similarities or [0.0] * len(contents), strict=True)
+        ]
+    return similarities
+
+
 def rank_by_similarity_and_confidence(
     contents: Sequence[str],
     confidences: Sequence[float],
@@ -447,12 +473,7 @@ def rank_by_similarity_and_confidence(
     For the handful of facts a user has, a TF-IDF vectoriser fitted per query is cheap and
     scores short statements better than BM25's length normalisation does.
     """
-    similarities = _tfidf_similarities(contents, query) if query.strip() else None
-    if relevance is not None and query.strip():
-        similarities = [
-            max(float(by_meaning), by_words)
-            for by_meaning, by_words in zip(relevance, similarities or [0.0] * len(contents), strict=True)
-        ]
+    similarities = entry_similarities(contents, query, relevance)
     if similarities is None:
         scored = [(i, confidence) for i, confidence in enumerate(confidences)]
     else:
@@ -463,7 +484,7 @@ def rank_by_similarity_and_confidence(
     return sorted(scored, key=lambda hit: (-hit[1], -hit[0]))
 
 
-def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | None:
+def _tfidf_similarities(contents: Sequence[str], query: str, whole_query: bool = False) -> list[float] | None:
     """Cosine similarity of each text to the query, or None when the texts hold no words at all.
 
     The vocabulary is fitted on the texts alone: query words no text contains would otherwise
@@ -472,7 +493,7 @@ def _tfidf_similarities(contents: Sequence[str], query: str) -> list[float] | No
     if not contents:
         return []
     fitted = _fitted_tfidf(tuple(contents))
-    return None if fitted is None else fitted.similarities(query)
+    return None if fitted is None else fitted.similarities(query, whole_query)
 
 
 @dataclass(frozen=True)
@@ -487,13 +508,21 @@ class _Tfidf:
     postings: dict[str, list[tuple[int, float]]]  # term -> (text, its normalised weight there)
     texts: int
 
-    def similarities(self, query: str) -> list[float]:
-        """Each text's cosine similarity to `query` (the query weighted with the texts' idf)."""
-        asked = _unit_tfidf(Counter(index_terms(query)), self.idf)
+    def similarities(self, query: str, whole_query: bool = False) -> list[float]:
+        """Each text's cosine similarity to `query` (the query weighted with the texts' idf);
+        `whole_query`: shrunk by the share of the query's weight that the texts' words hold."""
+        counts = Counter(index_terms(query))
+        asked = _unit_tfidf(counts, self.idf)
         similarities = [0.0] * self.texts
         for term in sorted(asked):
             for text, weight in self.postings[term]:
                 similarities[text] += weight * asked[term]
+        if whole_query and asked:
+            rarest = math.log(1 + self.texts) + 1
+            known = sum((n * self.idf[term]) ** 2 for term, n in counts.items() if term in self.idf)
+            unknown = sum((n * rarest) ** 2 for term, n in counts.items() if term not in self.idf)
+            share = math.sqrt(known / (known + unknown))
+            similarities = [similarity * share for similarity in similarities]
         return similarities
 
 

@@ -7,17 +7,18 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memory_mcp import __version__, fact_edits, host_memory
 from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
-from memory_mcp.context import build_context
+from memory_mcp.context import MemoryContext, build_context
 from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder, stored_model
 from memory_mcp.errors import InvalidInput, LogReplaced, NotFound, StorageError
 from memory_mcp.facts import current
+from memory_mcp.found import Found, prefer_project
 from memory_mcp.ids import new_id
 from memory_mcp.models import (
     AddFactRequest,
@@ -40,7 +41,6 @@ from memory_mcp.models import (
     MemoryDocument,
     Page,
     ProfileRequest,
-    ProfileSections,
     RetrieveMemoryRequest,
     RetrieveMemoryResult,
     ScoredFact,
@@ -53,11 +53,14 @@ from memory_mcp.models import (
     UserProfileResult,
     UserSummary,
 )
+from memory_mcp.page_sequence import PageSequence
 from memory_mcp.pending import thread_key
 from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall, time_window
-from memory_mcp.retrieval import LexicalIndex, rank_by_similarity_and_confidence
+from memory_mcp.relevance import worth_recalling
+from memory_mcp.retrieval import LexicalIndex, entry_similarities, rank_by_similarity_and_confidence
+from memory_mcp.session_ledger import erase_ledgers
 from memory_mcp.sessions import SessionView, archived_sessions, session_views
 from memory_mcp.store import MemoryStore, Scope, open_store
 from memory_mcp.tokens import TokenCounter
@@ -85,6 +88,7 @@ HOST_EXTRACTION_NOTE = (
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
 RETRIEVE_ATTEMPTS = 3  # reads of the log when exchanges keep being erased under a retrieve
+LATEST_BATCH = 32  # pages read back at a time when looking for the latest of a project
 EXTRACTION_DISABLED_NOTE = (
     "The server's own extraction is disabled (memory.enabled is false): the profile and facts grow only from "
     "what the host model passes to add_memory (`facts`, `profile`) and from add_fact."
@@ -117,6 +121,11 @@ class MemoryService:
             on_hot=self._updates.analyse_soon if self.extraction_on and not short_lived else None,
             on_unembedded=None if self._embedding is None else self._embedding.notify,
         )
+
+    @property
+    def tokens(self) -> TokenCounter:
+        """The counter every budget here is measured with."""
+        return self._tokens
 
     @property
     def extraction_on(self) -> bool:
@@ -172,6 +181,7 @@ class MemoryService:
             timestamp=request.timestamp or utc_now(),
             meta_data=request.meta_data,
             thread_id=request.thread_id,
+            project=request.project,
             host_memory=host,
         )
         if host is not None:
@@ -205,61 +215,115 @@ class MemoryService:
         """Recent exchanges, the older ones most relevant to the query, what is known, and all of
         it as a <memory> block within the token budget. Exchanges erased while it read them: it
         reads again what is kept (a few times at most, if erases keep coming)."""
+        found = self.find(request)
+        block = self.memory_block(found, request.max_tokens)
+        return found.result(block)
+
+    def find(
+        self, request: RetrieveMemoryRequest, *, for_injection: bool = False, skip_pages: Collection[str] = ()
+    ) -> Found:
+        """What memory holds for the request, ranked, with what the block for a model may show.
+
+        The ranking (`retrieved_pages`) is the same whoever asks. What a model is shown is less:
+        only exchanges and facts that clear relevance's floors, none of the conversation the
+        request names (`thread_id`: the model has it), another project's exchanges only when
+        clearly relevant and labelled. `for_injection` (a host's hook): the conversation's own
+        exchanges and `skip_pages` (shown to it before) are not even searched, and no recent
+        window is read, so the ranking holds only what may be shown."""
         scope = self.resolve_scope(request.user_id, request.agent_name)
         for _ in range(RETRIEVE_ATTEMPTS - 1):
             with contextlib.suppress(LogReplaced):
-                return self._retrieve(scope, request)
-        return self._retrieve(scope, request)
+                return self._find(scope, request, for_injection, skip_pages)
+        return self._find(scope, request, for_injection, skip_pages)
 
-    def _retrieve(self, scope: Scope, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
+    def _find(
+        self, scope: Scope, request: RetrieveMemoryRequest, for_injection: bool, skip_pages: Collection[str]
+    ) -> Found:
         self._recall.read_index_ahead(scope)  # a first retrieve: the saved index comes with the log
         page_log = self.store.read_pages(scope)
         # The log may grow while we work (another thread adds): fix its length once.
         pages = page_log.pages[: len(page_log.pages)]
         within = time_window(pages, request.since, request.until)
-        recent = self._recall.recent(scope, page_log, len(pages), within)
+        recent = [] if for_injection else self._recall.recent(scope, page_log, len(pages), within)
+        excluded = recent + (_positions_of(pages, request.thread_id, skip_pages) if for_injection else [])
         document = self.store.read_document(scope)
         held = current(document.facts)
-        wanted = len(pages) > len(recent) or len(held) >= MIN_FACTS_COMPARED
-        query_vector, vector_note = self._query_vector(request.query) if wanted else (None, None)
+        worth = worth_recalling(request.query)
+        wanted = len(pages) > len(excluded) or len(held) >= MIN_FACTS_COMPARED
+        query_vector, vector_note = self._query_vector(request.query) if wanted and worth else (None, None)
+        # With a project, a wider pool: the current project's exchanges are preferred within it.
+        pool = (
+            request if request.project is None else request.model_copy(update={"max_results": 2 * request.max_results})
+        )
         hits = self._recall.search(
             scope,
             page_log,
             document,
-            request,
+            pool,
             len(pages),
-            exclude=recent,
+            exclude=excluded,
             within=within,
             query_vector=query_vector,
             vector_model=self._vector_model,
         )
-        shown = pages.pick([i for i, _ in hits] + recent)  # read together: one query, one file read
-        retrieved = [ScoredPage(**_page_fields(page), score=round(score, 4)) for page, (_, score) in zip(shown, hits)]
+        shown = pages.pick([hit.position for hit in hits] + recent)  # read together: one query, one file read
+        ranked = prefer_project(list(zip(shown, hits)), request.project)
+        ranked = ranked[: request.max_results]
         short_term = [Page(**_page_fields(page)) for page in shown[len(hits) :]]
         about = f"{request.query}\n{request.current_context}".strip()
         relevance = None
         if query_vector is not None:
             contents = [fact.content for fact in held]
             relevance = self._recall.fact_relevance(scope, page_log, contents, query_vector, self._vector_model)
-        facts = self._rank_entries(held, about, ScoredFact, relevance)
-        knowledge = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
+        facts, similarity = self._rank_entries(held, about, ScoredFact, relevance)
+        knowledge, _ = self._rank_entries(document.assistantKnowledge, about, ScoredKnowledge)
         notes = self._notes(document) + ([vector_note] if vector_note else [])
-        context, context_tokens = self._context(request, document, facts, short_term, retrieved, notes)
-        return RetrieveMemoryResult(
-            query=request.query,
-            user_id=scope.user_id,
-            agent_name=scope.agent_name,
-            relationship_with_user=request.relationship_with_user,
-            style_hint=request.style_hint,
-            short_term_memory=short_term,
-            retrieved_pages=retrieved,
-            retrieved_user_knowledge=facts[: request.max_results],
-            retrieved_assistant_knowledge=knowledge[: request.max_results],
-            user_profile=ProfileSections(user=document.user, history=document.history),
-            context=context,
-            context_tokens=context_tokens,
+        return Found(
+            request=request,
+            scope=scope,
+            document=document,
+            recent=short_term,
+            ranked=[(ScoredPage(**_page_fields(page), score=round(score, 4)), hit) for page, hit, score in ranked],
+            facts=facts,
+            fact_similarity=similarity,
+            knowledge=knowledge,
+            worth_recalling=worth,
             notes=notes,
         )
+
+    def memory_block(
+        self, found: Found, max_tokens: int | None, max_chars: int | None = None, *, with_profile: bool = True
+    ) -> MemoryContext:
+        """The <memory> block of what `found` may show a model, within `max_tokens` (default
+        memory.max_injection_tokens) and `max_chars`; what did not fit is said in `found.notes`."""
+        memory = self.settings.memory
+        if not memory.injection_enabled:
+            found.notes.append("Context injection is off (memory.injection_enabled is false): context is empty.")
+            return EMPTY_BLOCK
+        budget = max_tokens or memory.max_injection_tokens
+        request = found.request
+        built = build_context(
+            found.document if with_profile else MemoryDocument(),
+            found.facts_to_show(),
+            found.recent_to_show(),
+            found.earlier_to_show(),
+            budget,
+            self._tokens,
+            request.relationship_with_user,
+            request.style_hint,
+            max_chars=max_chars,
+            labels=found.labels(),
+        )
+        if built.left_out:
+            parts = ", ".join(f"{count} {_SECTION_NAMES[section]}" for section, count in built.left_out.items())
+            found.notes.append(
+                f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them."
+            )
+        if built.shortened:
+            found.notes.append(
+                f"To fit max_tokens={budget}, {built.shortened} exchanges in the context are shortened (…)."
+            )
+        return built
 
     def get_user_profile(self, request: ProfileRequest) -> UserProfileResult:
         """The structured memory of a user: profile sections, and facts or knowledge when asked."""
@@ -534,6 +598,33 @@ class MemoryService:
         pages = self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages
         return [Page(**_page_fields(page)) for page in pages[-count:]] if count > 0 else []
 
+    def latest_exchanges(
+        self,
+        user_id: str | None,
+        agent_name: str | None,
+        count: int,
+        *,
+        project: str | None = None,
+        skip_thread: str | None = None,
+        among_last: int = 1000,
+    ) -> list[Page]:
+        """The newest `count` exchanges of `project` (of any, with None) outside thread
+        `skip_thread`, oldest first, looked for among the last `among_last` added only (a session's
+        digest must be quick however long the history)."""
+        pages = self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages
+        pages = pages[: len(pages)]
+        threads = pages.threads
+        skip = skip_thread or None
+        candidates = [n for n in range(len(pages) - 1, max(-1, len(pages) - 1 - among_last), -1) if threads[n] != skip]
+        found: list[Page] = []
+        for start in range(0, len(candidates), LATEST_BATCH):
+            for page in pages.pick(candidates[start : start + LATEST_BATCH]):
+                if project is None or page.project == project:
+                    found.append(Page(**_page_fields(page)))
+                    if len(found) == count:
+                        return found[::-1]
+        return found[::-1]
+
     def find_pages(
         self, user_id: str, agent_name: str | None, keep: Callable[[Page], bool], limit: int
     ) -> tuple[list[Page], int]:
@@ -588,6 +679,7 @@ class MemoryService:
         affected = self._with_agents(scope)
         self._updates.stop_for_erase(affected)
         self.store.erase(scope)
+        erase_ledgers(self.settings.data_storage_path, scope)  # what host sessions were given: ids only
         self._recall.drop(affected)
 
     def _embed_soon(self, scope: Scope) -> None:
@@ -633,46 +725,23 @@ class MemoryService:
 
     def _rank_entries(
         self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT], relevance: Any = None
-    ) -> list[ScoredT]:
+    ) -> tuple[list[ScoredT], dict[str, float]]:
         """All entries, best first: similarity to the query and context (or by meaning, where
-        `relevance` says so), weighed with confidence."""
+        `relevance` says so), weighed with confidence; and each entry's similarity by its id
+        (empty with no query)."""
         memory = self.settings.memory
+        contents = [entry.content for entry in entries]
+        similarities = entry_similarities(contents, about, relevance, whole_query=True)
         ranked = rank_by_similarity_and_confidence(
-            [entry.content for entry in entries],
+            contents,
             [entry.confidence for entry in entries],
             about,
             memory.similarity_weight,
             memory.confidence_weight,
             relevance,
         )
-        return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in ranked]
-
-    def _context(
-        self,
-        request: RetrieveMemoryRequest,
-        document: MemoryDocument,
-        facts: Sequence[Fact],
-        recent: Sequence[Page],
-        earlier: Sequence[Page],
-        notes: list[str],
-    ) -> tuple[str, int]:
-        """The <memory> block; what did not fit is said in `notes`, with what to do about it."""
-        memory = self.settings.memory
-        if not memory.injection_enabled:
-            notes.append("Context injection is off (memory.injection_enabled is false): context is empty.")
-            return "", 0
-        budget = request.max_tokens or memory.max_injection_tokens
-        built = build_context(
-            document, facts, recent, earlier, budget, self._tokens, request.relationship_with_user, request.style_hint
-        )
-        if built.left_out:
-            parts = ", ".join(f"{count} {_SECTION_NAMES[section]}" for section, count in built.left_out.items())
-            notes.append(
-                f"To fit max_tokens={budget}, the context leaves out {parts}; raise max_tokens to include them."
-            )
-        if built.shortened:
-            notes.append(f"To fit max_tokens={budget}, {built.shortened} exchanges in the context are shortened (…).")
-        return built.text, built.tokens
+        by_id = {} if similarities is None else {entry.id: value for entry, value in zip(entries, similarities)}
+        return [scored(**entries[i].model_dump(), score=round(score, 4)) for i, score in ranked], by_id
 
     def _query_vector(self, query: str) -> tuple[Any, str | None]:
         """The query's vector when embeddings are on; else None, and why when they are on."""
@@ -680,7 +749,7 @@ class MemoryService:
             return None, None
         try:
             return self._embedder.embed([query], query=True)[0], None
-        except Exception as exc:  # noqa: BLE001  # an embedding that fails never fails a retrieve
+        except Exception as exc:  # an embedding that fails never fails a retrieve
             return None, f"Embeddings unavailable ({type(exc).__name__}: {str(exc)[:120]}): ranked by words alone."
 
     def _notes(self, document: MemoryDocument) -> list[str]:
@@ -691,6 +760,22 @@ class MemoryService:
         else:
             notes = self._extraction_notes()
         return notes + _set_aside_notes(document)
+
+
+EMPTY_BLOCK = MemoryContext(text="", tokens=0, left_out={}, shortened=0)
+
+
+def _positions_of(pages: PageSequence, thread_id: str | None, page_ids: Collection[str]) -> list[int]:
+    """Positions of the pages of thread `thread_id` and of those with these ids (from the columns:
+    no page is read)."""
+    if thread_id is None and not page_ids:
+        return []
+    ids = frozenset(page_ids)
+    return [
+        position
+        for position, (page_id, thread) in enumerate(zip(pages.ids, pages.threads))
+        if thread == thread_id or page_id in ids
+    ]
 
 
 def _page_fields(page: Page) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
@@ -44,6 +45,32 @@ def as_tool_errors(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def published_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A request model's JSON schema as a host's model reads it, every token paid in each
+    conversation: without the titles pydantic derives from field names nor the docstrings of the
+    models it refers to, and an optional field as its own type rather than "that or null, default
+    null" (leaving it out says the same; null is still accepted)."""
+    if isinstance(schema, list):
+        return [published_schema(item) for item in schema]  # type: ignore[return-value]
+    if not isinstance(schema, dict):
+        return schema
+    compact = {
+        key: published_schema(value) for key, value in schema.items() if not (key == "title" and isinstance(value, str))
+    }
+    if compact.get("additionalProperties") is True:
+        compact.pop("additionalProperties")  # what JSON Schema assumes anyway
+    for definition in compact.get("$defs", {}).values():
+        definition.pop("description", None)  # a model's docstring, written for engineers
+    branches = compact.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        [kept] = [branch for branch in branches if branch != {"type": "null"}]
+        compact.pop("anyOf")
+        if compact.get("default", ...) is None:
+            compact.pop("default")
+        compact = {**kept, **compact}
+    return compact
+
+
 def signature_of(model: type[BaseModel], returns: Any = inspect.Signature.empty) -> inspect.Signature:
     """A function signature with one parameter per field of `model`, each carrying the field's
     type and everything pydantic knows of it (the default goes to the parameter itself)."""
@@ -68,29 +95,41 @@ def tool_function(
     request: type[RequestT],
     returns: Any,
     handle: Callable[[RequestT], R] | Callable[[RequestT], Awaitable[R]],
+    text: Callable[[Any], str] | None = None,
 ) -> Callable[..., Any]:
     """A function named `name`, with `request`'s fields as its parameters, that builds the request
-    from its arguments and hands it to `handle` (awaited when it is a coroutine function)."""
+    from its arguments and hands it to `handle` (awaited when it is a coroutine function).
+
+    With `text`, it returns what an MCP host receives: the result as structured content (its
+    schema published as the tool's output schema) and `text(result)` as what the model reads."""
     signature = signature_of(request, returns)
 
     def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestT:
         return as_tool_errors(request.build)(**signature.bind(*args, **kwargs).arguments)
 
+    def answer(result: Any) -> Any:
+        if text is None:
+            return result
+        return CallToolResult(
+            content=[TextContent(type="text", text=text(result))], structured_content=result.model_dump(mode="json")
+        )
+
     if inspect.iscoroutinefunction(handle):
 
         async def tool(*args: Any, **kwargs: Any) -> Any:
-            return await handle(build(args, kwargs))
+            return answer(await handle(build(args, kwargs)))
 
     else:
 
         def tool(*args: Any, **kwargs: Any) -> Any:
-            return as_tool_errors(handle)(build(args, kwargs))
+            return answer(as_tool_errors(handle)(build(args, kwargs)))
 
+    published = returns if text is None else Annotated[CallToolResult, returns]
     tool.__name__ = tool.__qualname__ = name
     tool.__doc__ = description
-    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__signature__ = signature.replace(return_annotation=published)  # type: ignore[attr-defined]
     tool.__annotations__ = {
         **{parameter.name: parameter.annotation for parameter in signature.parameters.values()},
-        "return": returns,
+        "return": published,
     }
     return tool

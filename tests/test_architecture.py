@@ -35,6 +35,8 @@ LAYERS: dict[str, list[str]] = {
         "pending",
         "sessions",
         "wording",
+        "projects",
+        "relevance",
     ],
     "store": ["store"],
     "core": [
@@ -54,16 +56,21 @@ LAYERS: dict[str, list[str]] = {
         "portability",
         "embeddings",
         "retention",
+        "found",
+        "session_ledger",
     ],
     "service": ["service"],
     "edges": [
         "tool_functions",
+        "tool_text",
         "server",
         "stdio",
         "access",
         "http_server",
         "hook_relay",
         "hook_helper",
+        "injection",
+        "quiet_update",
         "hooks",
         "host_setup",
         "console",
@@ -134,7 +141,8 @@ def test_outside_libraries_are_used_where_they_belong() -> None:
 
 def test_the_console_renders_results_and_nothing_else() -> None:
     imported = {m for m in imported_modules(PACKAGE / "console.py") if m.startswith("memory_mcp")}
-    assert imported <= {"memory_mcp.models", "memory_mcp.access", "memory_mcp.wording"}, imported
+    # projects: how a project is named to a person (a folder's name), nothing that reads memory.
+    assert imported <= {"memory_mcp.models", "memory_mcp.access", "memory_mcp.wording", "memory_mcp.projects"}, imported
 
 
 def test_the_command_line_reaches_memory_only_through_the_service() -> None:

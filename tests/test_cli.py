@@ -554,3 +554,31 @@ def test_token_files_are_private_and_times_are_in_the_one_stored_form(home: Path
     assert oct((home / "tokens.json.lock").stat().st_mode & 0o777) == "0o600"
     [record] = json.loads(cli(home, "token", "list", "--json").stdout)
     assert record["created"].endswith("Z") and len(record["created"]) == len("2026-11-24T02:21:01Z")
+
+
+def test_show_and_search_filter_by_project_and_say_each_exchanges_project(home: Path, service: MemoryService) -> None:
+    shop, api = "/home/ana/code/webshop", "/home/ana/code/python-api"
+    for said, project in (
+        ("We use pnpm in the shop", shop),
+        ("Invoices round half-even", api),
+        ("pnpm again for the shop tests", shop),
+        ("An old note about pnpm", None),
+    ):
+        service.add_memory(
+            AddMemoryRequest.build(user_input=said, agent_response="Noted.", user_id="ana", project=project)
+        )
+
+    shown, table, found = cli_many(
+        home,
+        [
+            ["show", "ana", "--pages", "10", "--project", "webshop", "--json"],
+            ["show", "ana", "--pages", "10"],
+            ["search", "ana", "pnpm", "--project", api, "--json"],
+        ],
+    )
+    assert [page["user_input"] for page in shown.json()["pages"]] == [
+        "We use pnpm in the shop",
+        "pnpm again for the shop tests",
+    ], "by the project's name or its whole path"
+    assert "webshop" in table.stdout and "python-api" in table.stdout and "(no project)" in table.stdout
+    assert found.json()["pages"] == [], "no exchange of python-api says pnpm"

@@ -234,6 +234,23 @@ def test_exchanges_are_browsed_by_day_and_thread_and_opened_with_their_metadata(
     assert fetch(f"{dashboard}/users/bob/exchanges/{added.page_id}")[0] == 404, "only within its own user"
 
 
+def test_exchanges_say_their_project_and_are_browsed_by_project(dashboard: str, home: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=home))
+    for said, project in (("Shop uses pnpm", "/home/alice/code/webshop"), ("API rounds half-even", "/srv/python-api")):
+        service.add_memory(
+            AddMemoryRequest.build(user_id="alice", user_input=said, agent_response="ok", project=project)
+        )
+    service.close()
+
+    everything = fetch(f"{dashboard}/users/alice/exchanges")[1]
+    assert "project <a" in everything and ">webshop</a>" in everything and "(no project)" in everything
+    query = urllib.parse.urlencode({"project": "/home/alice/code/webshop"})
+    shop = fetch(f"{dashboard}/users/alice/exchanges?{query}")[1]
+    assert "Shop uses pnpm" in shop and "half-even" not in shop and "in project webshop" in shop
+    none = fetch(f"{dashboard}/users/alice/exchanges?project=")[1]
+    assert "ice cream" in none and "pnpm" not in none and "without a project" in none
+
+
 def upload(url: str, document: bytes, mode: str, origin: str) -> tuple[int, str]:
     """The import form as a browser sends it: multipart, with the file and the mode."""
     boundary = "memory-mcp-test-boundary"

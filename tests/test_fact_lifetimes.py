@@ -39,7 +39,8 @@ def holding(service: MemoryService) -> list[str]:
 
 
 def block(service: MemoryService) -> str:
-    return service.retrieve_memory(RetrieveMemoryRequest.build(query="anything")).context
+    """The block for a request that asks nothing in particular: every fact that holds, best first."""
+    return service.retrieve_memory(RetrieveMemoryRequest.build(query="")).context
 
 
 def test_pinned_facts_come_right_after_corrections_and_say_so(service: MemoryService) -> None:

@@ -8,6 +8,8 @@ import json
 import os
 import socket
 import threading
+import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,6 +43,12 @@ def remembered(home: Path, transcript: Transcript) -> Transcript:
     return transcript
 
 
+def asked(transcript: Transcript, prompt: str) -> dict[str, object]:
+    """A prompt as the first of a new session in the transcript's project: each is given the
+    same (a session is never given anything twice, nor its own exchanges)."""
+    return {**transcript.prompt_input(prompt), "session_id": f"session-{uuid.uuid4()}"}
+
+
 def helper_ready(home: Path) -> None:
     wait_until(helper_socket_of(home).exists, timeout=30, what="the hook helper")
 
@@ -48,15 +56,17 @@ def helper_ready(home: Path) -> None:
 def test_the_next_prompt_hooks_are_answered_by_the_helper_as_the_hook_itself_would(
     home: Path, remembered: Transcript
 ) -> None:
-    event = remembered.prompt_input(QUESTION)
+    event = asked(remembered, QUESTION)
     first, by_helper = prompt_hook(home, event)
     assert (first.code, first.stderr, by_helper) == (0, "", False)
     assert "We use Polars here, never pandas." in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
 
     helper_ready(home)
     for _ in range(3):
-        again, by_helper = prompt_hook(home, event)
+        again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
         assert (again.code, again.stdout, again.stderr, by_helper) == (0, first.stdout, "", True)
+    same_session, by_helper = prompt_hook(home, event)
+    assert (same_session.stdout, by_helper) == ("", True), "nothing twice in a session, helper or not"
     assert len(helper_processes(home)) == 1
 
     # Nothing remembered for this user: nothing printed, by the helper as by the hook.
@@ -68,67 +78,63 @@ def test_the_next_prompt_hooks_are_answered_by_the_helper_as_the_hook_itself_wou
 
 
 def test_the_helper_sees_what_other_processes_store_and_forget(home: Path, remembered: Transcript) -> None:
-    prompt_hook(home, remembered.prompt_input(QUESTION))
+    prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
 
     remembered.prompt("Which shell do we script in?")
     remembered.reply(text("Fish, never bash."))
     cli(home, "hook", "stop", stdin=json.dumps(remembered.stop_input(last_message="Fish, never bash.")))
-    found, by_helper = prompt_hook(home, remembered.prompt_input("Which shell for scripts?"))
+    found, by_helper = prompt_hook(home, asked(remembered, "Which shell for scripts?"))
     assert by_helper and "Fish, never bash." in found.stdout
 
     assert cli(home, "forget", "default", "--yes").code == 0
-    after, by_helper = prompt_hook(home, remembered.prompt_input("Which shell for scripts?"))
+    after, by_helper = prompt_hook(home, asked(remembered, "Which shell for scripts?"))
     assert (after.code, after.stdout, after.stderr, by_helper) == (0, "", "", True), "forget is final"
 
 
 def test_each_request_is_read_with_its_own_flags_environment_and_folder(
     home: Path, remembered: Transcript, tmp_path: Path
 ) -> None:
-    prompt_hook(home, remembered.prompt_input(QUESTION))
+    prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     project = tmp_path / "repo"
     project.mkdir()
     session = Transcript(tmp_path / "second.jsonl", session_id="s2", cwd=str(project))
     session.prompt("What is the staging host called?")
     session.reply(text("It is called kestrel."))
-    stored = cli(
-        home,
-        "hook",
-        "stop",
-        "--project-agent",
-        stdin=json.dumps(session.stop_input(last_message="It is called kestrel.")),
-    )
+    stored = cli(home, "hook", "stop", stdin=json.dumps(session.stop_input(last_message="It is called kestrel.")))
     assert stored.code == 0
 
-    elsewhere = {**session.prompt_input("Staging host?"), "cwd": str(tmp_path)}
-    in_project, by_helper = prompt_hook(home, elsewhere, "--project-agent", CLAUDE_PROJECT_DIR=str(project))
-    assert by_helper and "kestrel" in in_project.stdout, "the requester's $CLAUDE_PROJECT_DIR, not the helper's"
-    users_own, by_helper = prompt_hook(home, session.prompt_input("Staging host?"))
-    assert by_helper and "kestrel" not in users_own.stdout and "Polars" in users_own.stdout
+    elsewhere = {**asked(session, "What is the staging host called?"), "cwd": str(tmp_path)}
+    in_project, by_helper = prompt_hook(home, elsewhere, CLAUDE_PROJECT_DIR=str(project))
+    [line] = [line for line in in_project.stdout.split("\\n") if "kestrel" in line]
+    assert by_helper and "· repo]" not in line, "the requester's $CLAUDE_PROJECT_DIR, not the helper's"
+    from_app, by_helper = prompt_hook(home, asked(remembered, "What is the staging host called?"))
+    [line] = [line for line in from_app.stdout.split("\\n") if "kestrel" in line]
+    assert by_helper and "· repo] User:" in line, "asked from another project: labelled with its project"
 
     small_config = tmp_path / "small.json"
     small_config.write_text(json.dumps({"memory": {"max_injection_tokens": 100}}), encoding="utf-8")
-    small, by_helper = prompt_hook(home, session.prompt_input("Polars?"), "--config", small_config.name)
-    default, _ = prompt_hook(home, session.prompt_input("Polars?"))
+    small, by_helper = prompt_hook(home, asked(session, "Polars?"), "--config", small_config.name)
+    default, _ = prompt_hook(home, asked(session, "Polars?"))
     assert by_helper and 0 < len(small.stdout) < len(default.stdout), "--config read from the requester's folder"
 
 
 def test_an_idle_helper_exits_and_so_does_one_whose_socket_is_removed(home: Path, remembered: Transcript) -> None:
     (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0.05}), encoding="utf-8")
-    prompt_hook(home, remembered.prompt_input(QUESTION))
+    prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     wait_until(lambda: not helper_processes(home), timeout=60, what="the idle helper to exit")
     assert not helper_socket_of(home).exists()
 
     (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 60}), encoding="utf-8")
-    prompt_hook(home, remembered.prompt_input(QUESTION))
+    prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     helper_socket_of(home).unlink()
     wait_until(lambda: not helper_processes(home), timeout=30, what="the helper to see its socket gone")
 
     (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0}), encoding="utf-8")
-    outcome, _ = prompt_hook(home, remembered.prompt_input(QUESTION))
+    outcome, _ = prompt_hook(home, asked(remembered, QUESTION))
     assert "Polars" in outcome.stdout and not helper_processes(home), "0: no helper"
 
 
@@ -141,11 +147,11 @@ def test_a_dead_helpers_socket_is_replaced_and_of_hooks_starting_at_once_one_hel
     with socket.socket(socket.AF_UNIX) as listener:  # bound, then closed: nobody listens there
         listener.bind(dead.name)
     with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(lambda _: prompt_hook(home, remembered.prompt_input(QUESTION)), range(4)))
+        outcomes = list(pool.map(lambda _: prompt_hook(home, asked(remembered, QUESTION)), range(4)))
     assert all("Polars" in outcome.stdout and outcome.stderr == "" for outcome, _ in outcomes)
     helper_ready(home)
     wait_until(lambda: len(helper_processes(home)) == 1, timeout=30, what="one helper left")
-    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert by_helper and again.stdout == outcomes[0][0].stdout
 
 
@@ -153,9 +159,9 @@ def test_a_run_folder_others_may_enter_is_never_used(home: Path, remembered: Tra
     run = helper_socket_of(home).parent
     run.mkdir(mode=0o700)
     run.chmod(0o755)
-    outcome, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    outcome, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert "Polars" in outcome.stdout and not by_helper
-    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert (again.stdout, by_helper) == (outcome.stdout, False)
     assert not helper_socket_of(home).exists() and not helper_processes(home)
 
@@ -178,7 +184,7 @@ def test_a_helper_that_answers_garbage_costs_the_prompt_nothing_but_a_line(
 
         worker = threading.Thread(target=answer_badly)
         worker.start()
-        outcome, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+        outcome, by_helper = prompt_hook(home, asked(remembered, QUESTION))
         worker.join()
     assert (outcome.code, outcome.stdout, by_helper) == (0, "", True)
     [line] = outcome.stderr.splitlines()
@@ -186,13 +192,77 @@ def test_a_helper_that_answers_garbage_costs_the_prompt_nothing_but_a_line(
 
 
 def test_a_helper_whose_code_changed_hands_over_to_one_on_the_new_code(home: Path, remembered: Transcript) -> None:
-    first, _ = prompt_hook(home, remembered.prompt_input(QUESTION))
+    first, _ = prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     [old] = helper_processes(home)
     os.utime(Path(memory_mcp.__file__).with_name("wording.py"))  # as an upgrade or an edit would
-    answered, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    answered, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert (answered.stdout, answered.stderr, by_helper) == (first.stdout, "", False)
     wait_until(lambda: old not in helper_processes(home), timeout=30, what="the old helper to exit")
     helper_ready(home)
-    again, by_helper = prompt_hook(home, remembered.prompt_input(QUESTION))
+    again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert (again.stdout, by_helper) == (first.stdout, True)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b'{"stdout": 5, "stderr": ""}', "the hook helper's answer is not what a hook prints (ignored)"),
+        (b"[1, 2]", "the hook helper's answer is not what a hook prints (ignored)"),
+        (b'{"stdout": "x", "stderr": "", "extra": 1}', "the hook helper's answer is not what a hook prints (ignored)"),
+        (None, "the hook helper gave no answer within 10 s"),
+    ],
+)
+def test_a_helper_answer_of_the_wrong_shape_or_trickling_in_costs_nothing_but_a_line(
+    home: Path, remembered: Transcript, monkeypatch: pytest.MonkeyPatch, answer: bytes | None, said: str
+) -> None:
+    """A wrong shape used to end the hook with a traceback (exit 1); bytes trickling in held the
+    prompt for as long as they came (the limit was per read): one deadline for the whole answer."""
+    impostor = helper_socket_of(home)
+    impostor.parent.mkdir(mode=0o700)
+    monkeypatch.chdir(impostor.parent)
+    stop = threading.Event()
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(impostor.name)
+        listener.listen(1)
+
+        def answer_badly() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(1 << 20)
+                if answer is not None:
+                    connection.sendall(answer)
+                    return
+                while not stop.wait(1.0):  # a byte a second, never a whole answer
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:
+                        return
+
+        worker = threading.Thread(target=answer_badly)
+        worker.start()
+        started = time.monotonic()
+        outcome, by_helper = prompt_hook(home, asked(remembered, QUESTION))
+        took = time.monotonic() - started
+        stop.set()
+        worker.join()
+    assert (outcome.code, outcome.stdout, by_helper) == (0, "", True)
+    [line] = outcome.stderr.splitlines()
+    assert line == f"memory-mcp hook prompt: {said}"
+    assert took < 20, "one deadline for the whole answer"
+
+
+@pytest.mark.slow
+def test_with_local_embeddings_the_helper_answers_every_prompt_after_the_first(
+    home: Path, remembered: Transcript
+) -> None:
+    """The helper is a new process that loads the embedding model itself: one forked from a hook
+    that had run the model hung in it for ever, and every later prompt waited 10 s for nothing."""
+    (home / "config.json").write_text(json.dumps({"embeddings": {"backend": "local"}}), encoding="utf-8")
+    first, by_helper = prompt_hook(home, asked(remembered, QUESTION))
+    assert (first.code, first.stderr, by_helper) == (0, "", False) and "Polars" in first.stdout
+    helper_ready(home)
+    for _ in range(3):
+        again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
+        assert (again.code, again.stderr, by_helper) == (0, "", True)
+        assert "Polars" in again.stdout

@@ -16,7 +16,6 @@ from update_helpers import fact, update
 from waiting import wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.hooks import project_agent
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.tokens import TokenCounter
@@ -108,46 +107,93 @@ def test_a_huge_paste_is_stored_shortened_and_keeps_nothing_else_out(home: Path,
     assert len(huge) == Settings().max_text_chars and huge.endswith(" […]") and after == "What next?"
 
 
-def test_prompt_prints_the_memory_block_for_the_prompt_as_additional_context(
-    home: Path, transcript: Transcript
+def context_of(outcome: Outcome, event: str = "UserPromptSubmit") -> str:
+    """The additional context a hook printed ("" when it printed nothing)."""
+    assert (outcome.code, outcome.stderr) == (0, "")
+    if not outcome.stdout:
+        return ""
+    output = json.loads(outcome.stdout)
+    assert output["hookSpecificOutput"]["hookEventName"] == event
+    context: str = output["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("<memory>") and context.rstrip().endswith("</memory>")
+    return context
+
+
+@pytest.fixture
+def next_session(tmp_path: Path, transcript: Transcript) -> Transcript:
+    """A later session in the same project as `transcript`."""
+    return Transcript(tmp_path / "next.jsonl", session_id="next-session", cwd=transcript.cwd)
+
+
+def test_a_later_session_is_given_what_an_earlier_one_said_as_additional_context(
+    home: Path, transcript: Transcript, next_session: Transcript
 ) -> None:
     assert hook(home, "prompt", transcript.prompt_input("How do I read the CSV?")).stdout == "", "nothing stored yet"
     hook(home, "stop", transcript.stop_input())
 
-    outcome = hook(home, "prompt", transcript.prompt_input("Which dataframe library should the CSV reader use?"))
-    assert (outcome.code, outcome.stderr) == (0, "")
-    output = json.loads(outcome.stdout)
-    assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
-    context = output["hookSpecificOutput"]["additionalContext"]
-    assert context.startswith("<memory>") and context.rstrip().endswith("</memory>")
+    context = context_of(hook(home, "prompt", next_session.prompt_input("Which dataframe library for the CSV?")))
     assert "We use Polars here, never pandas." in context
-    assert "Noted: CI runs on Python 3.11." in context
-
-    wide = hook(home, "prompt", transcript.prompt_input("Polars?"), "--max-tokens", "8000")
-    assert json.loads(wide.stdout)["hookSpecificOutput"]["additionalContext"].endswith("</memory>")
-
-    small = hook(home, "prompt", transcript.prompt_input("Polars?"), "--max-tokens", "120")
-    small_context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert TokenCounter("tiktoken").count(small_context) <= 120
-    assert len(small_context) < len(context)
+    assert "## Lately in app" in context, "a session without a digest gets it with its first prompt"
 
 
-def test_the_project_agent_keeps_each_repository_apart_from_the_users_own_memory(
-    home: Path, transcript: Transcript, tmp_path: Path
+def test_a_session_is_never_given_its_own_exchanges_nor_anything_twice(
+    home: Path, transcript: Transcript, next_session: Transcript
 ) -> None:
-    hook(home, "stop", transcript.stop_input(), "--project-agent")
-    agent = project_agent(transcript.cwd)
-    assert agent.startswith("app-") and len(agent) == len("app-") + 6
-    assert len(stored(home, Scope("default", agent))) == 2
-    assert not (home / "users" / "default" / "pages.jsonl").exists(), "the user's own memory is untouched"
+    hook(home, "stop", transcript.stop_input())
+    assert hook(home, "prompt", transcript.prompt_input("Which dataframe library for the CSV?")).stdout == "", (
+        "the session's own exchanges: the model has them"
+    )
+    first = context_of(hook(home, "prompt", next_session.prompt_input("Which dataframe library for the CSV?")))
+    assert "Polars" in first
+    again = hook(home, "prompt", next_session.prompt_input("And which dataframe library for the TSV?"))
+    assert "Polars" not in again.stdout, "given once in a session"
 
-    elsewhere = {**transcript.prompt_input("Which dataframe library?"), "cwd": str(tmp_path / "other" / "app")}
-    assert hook(home, "prompt", elsewhere, "--project-agent").stdout == "", "another checkout named app"
-    deeper = {**transcript.prompt_input("Which dataframe library?"), "cwd": f"{transcript.cwd}/src/parsers"}
-    found = hook(home, "prompt", deeper, "--project-agent", CLAUDE_PROJECT_DIR=transcript.cwd)
-    assert "Polars" in found.stdout, "Claude's project folder wins over where the session has cd'd"
-    here = hook(home, "prompt", transcript.prompt_input("Which dataframe library?"), "--project-agent")
-    assert "Polars" in json.loads(here.stdout)["hookSpecificOutput"]["additionalContext"]
+
+@pytest.mark.parametrize("prompt", ["ok", "continue", "yes do it", "Thanks!", "go ahead"])
+def test_a_prompt_with_nothing_to_recall_gets_nothing(
+    home: Path, transcript: Transcript, next_session: Transcript, prompt: str
+) -> None:
+    hook(home, "stop", transcript.stop_input())
+    context_of(hook(home, "session-start", next_session.start_input()), "SessionStart")
+    assert hook(home, "prompt", next_session.prompt_input(prompt)).stdout == ""
+
+
+def test_session_start_gives_the_digest_once_and_again_after_a_compaction(
+    home: Path, transcript: Transcript, next_session: Transcript
+) -> None:
+    assert hook(home, "session-start", next_session.start_input()).stdout == "", "nothing stored yet"
+    hook(home, "stop", transcript.stop_input())
+
+    digest = context_of(hook(home, "session-start", next_session.start_input()), "SessionStart")
+    assert "## Lately in app" in digest and "Polars" in digest
+    assert TokenCounter("tiktoken").count(digest) <= Settings().memory.digest_tokens
+    assert "Polars" not in hook(home, "prompt", next_session.prompt_input("Polars or pandas?")).stdout, (
+        "the digest gave it already"
+    )
+    resumed = hook(home, "session-start", next_session.start_input("resume"))
+    assert resumed.stdout == "", "a resumed session holds what it was given"
+    compacted = context_of(hook(home, "session-start", next_session.start_input("compact")), "SessionStart")
+    assert "Polars" in compacted, "after a compaction the model holds nothing given before"
+
+
+def test_another_projects_exchange_is_labelled_with_its_project_or_left_out(home: Path, tmp_path: Path) -> None:
+    webshop = Transcript(tmp_path / "webshop.jsonl", session_id="shop-1", cwd=str(tmp_path / "code" / "webshop"))
+    webshop.prompt("In this repo we use pnpm, never npm, and the tests run with vitest.")
+    webshop.reply(text("Noted: pnpm and vitest."))
+    hook(home, "stop", webshop.stop_input())
+    api = Transcript(tmp_path / "api.jsonl", session_id="api-1", cwd=str(tmp_path / "code" / "python-api"))
+
+    unrelated = context_of(hook(home, "prompt", api.prompt_input("Add a test for the invoice total")))
+    assert "pnpm" not in unrelated, "another project's exchange, not clearly relevant"
+    asked = context_of(hook(home, "prompt", api.prompt_input("Do we use pnpm or npm, and vitest for tests?")))
+    [line] = [line for line in asked.splitlines() if "pnpm" in line]
+    assert " · webshop] User:" in line, "labelled with its project"
+
+
+def test_max_tokens_bounds_the_block(home: Path, transcript: Transcript, next_session: Transcript) -> None:
+    hook(home, "stop", transcript.stop_input())
+    small = hook(home, "prompt", next_session.prompt_input("Polars dataframe CSV parser?"), "--max-tokens", "120")
+    assert 0 < TokenCounter("tiktoken").count(context_of(small)) <= 120
 
 
 def test_user_and_agent_come_from_the_config_unless_flags_name_them(
@@ -212,15 +258,31 @@ def test_what_stop_stores_is_analysed_after_the_quiet_time_without_holding_up_th
         llm.stop()
 
 
-def test_a_block_too_long_for_claude_code_is_made_smaller_never_cut(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flags", "config"),
+    [
+        (("--max-tokens", "8000"), {}),
+        ((), {"memory": {"max_injection_tokens": 8000, "digest_tokens": 4000}}),  # documented ranges, no flag
+    ],
+)
+def test_a_block_always_fits_what_claude_code_keeps_never_cut(
+    home: Path, tmp_path: Path, flags: tuple[str, ...], config: dict[str, Any]
+) -> None:
+    home.mkdir(exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config), encoding="utf-8")
     session = Transcript(tmp_path / "session.jsonl")
     for turn in range(30):
-        session.prompt(f"Garden plan, part {turn}: " + "tomatoes basil courgettes " * 60)
-        session.reply(text(f"Noted part {turn}: " + "water them in the morning " * 60))
+        session.prompt(f"Garden plan, part {turn}: " + "tomatoes/basil[courgettes]{x}=1; " * 40)
+        session.reply(text(f"Noted part {turn}: " + "water_them(morning)->ok; " * 60))
     hook(home, "stop", session.stop_input())
-    outcome = hook(home, "prompt", session.prompt_input("What is in the garden plan?"), "--max-tokens", "8000")
-    context = json.loads(outcome.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert 4000 < len(context) <= 10_000 and context.endswith("</memory>")
+    later = Transcript(tmp_path / "later.jsonl", session_id="later")
+    for event, payload in (
+        ("session-start", later.start_input()),
+        ("prompt", later.prompt_input("What is in the garden plan: tomatoes, basil, courgettes?")),
+    ):
+        outcome = hook(home, event, payload, *(flags if event == "prompt" else ()))
+        context = context_of(outcome, "SessionStart" if event == "session-start" else "UserPromptSubmit")
+        assert 1000 < len(context) <= 10_000
 
 
 def test_a_bad_hook_command_line_never_exits_2_whatever_comes_before_hook(home: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ def test_installing_for_the_user_adds_our_entries_keeps_the_rest_and_backs_up(ho
     assert settings["hooks"]["PreToolUse"] == OTHER_SETTINGS["hooks"]["PreToolUse"]
     [prompt] = handlers(settings, "UserPromptSubmit")
     assert prompt.endswith(" hook prompt")
+    [start] = handlers(settings, "SessionStart")
+    assert start.endswith(" hook session-start")
     stop = handlers(settings, "Stop")
     assert stop[0] == "notify-send done" and stop[1].endswith(" hook stop") and len(stop) == 2
     assert state["numStartups"] == 12 and state["mcpServers"]["memory"] == OTHER_STATE["mcpServers"]["memory"]
@@ -85,6 +88,25 @@ def test_installing_again_from_elsewhere_replaces_our_hooks_in_place(home: Path,
     assert handlers(settings, "UserPromptSubmit") == ["/opt/other/bin/memory-mcp hook prompt"]
     assert handlers(settings, "Stop") == ["notify-send done", "/opt/other/bin/memory-mcp hook stop"]
     assert read(user_home / ".claude.json")["mcpServers"]["memory-mcp"]["command"] == "/opt/other/bin/memory-mcp"
+
+
+def test_hooks_installed_with_the_retired_project_agent_flag_still_run_and_a_reinstall_drops_it(
+    home: Path, user_home: Path, tmp_path: Path
+) -> None:
+    """--project-agent kept each project in an agent of its own, apart from the user's memory and
+    from the MCP tools; every exchange records its project now, so the flag is accepted and
+    ignored, and installing again writes the hooks without it."""
+    old = "/opt/old/bin/memory-mcp hook stop --project-agent"
+    settings_file = user_home / ".claude" / "settings.json"
+    settings_file.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": old}]}]}}))
+    transcript = Transcript(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    coding_session(transcript)
+    ran = run_command(
+        [sys.executable, "-m", "memory_mcp", *shlex.split(old)[1:]], home, stdin=json.dumps(transcript.stop_input())
+    )
+    assert (ran.code, ran.stderr) == (0, "") and (home / "users" / "default" / "pages.jsonl").exists()
+    install(home, user_home)
+    assert [h for h in handlers(read(settings_file), "Stop") if "--project-agent" in h] == []
 
 
 def test_dry_run_prints_our_entries_alone_and_writes_nothing(home: Path, user_home: Path) -> None:
@@ -140,12 +162,13 @@ def test_a_project_install_writes_private_files_and_its_entries_run(home: Path, 
     """Hooks go to the project's settings.local.json and the server to the project's entry in
     ~/.claude.json: both this user's alone, since they hold this machine's paths. What the
     installer writes is what Claude Code runs: the server entry starts a real stdio session, the
-    Stop hook stores the session and the prompt hook brings it back."""
+    Stop hook stores the session, each exchange with its project, and the next session's hooks
+    bring it back."""
     project, user_home = tmp_path / "app", tmp_path / "user"
     project.mkdir()
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"data_storage_path": str(tmp_path / "data")}), encoding="utf-8")
-    outcome = install(home, user_home, "--project", "--project-agent", "--config", str(config), cwd=project)
+    outcome = install(home, user_home, "--project", "--config", str(config), cwd=project)
     assert outcome.code == 0, outcome.stderr
     assert not (user_home / ".claude").exists() and not (project / ".mcp.json").exists()
     state = read(user_home / ".claude.json")
@@ -162,13 +185,18 @@ def test_a_project_install_writes_private_files_and_its_entries_run(home: Path, 
     transcript = Transcript(tmp_path / "session.jsonl", cwd=str(project))
     coding_session(transcript)
     [stop] = handlers(settings, "Stop")
+    [start] = handlers(settings, "SessionStart")
     [prompt] = handlers(settings, "UserPromptSubmit")
-    assert "--project-agent" in stop and str(config) in stop
+    assert str(config) in stop and str(config) in start and str(config) in prompt
     stored = _run_hook(home, stop, transcript.stop_input(), project)
     assert (stored.code, stored.stdout, stored.stderr) == (0, "", "")
-    recalled = _run_hook(home, prompt, transcript.prompt_input("Which dataframe library?"), project)
-    assert "Polars" in json.loads(recalled.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert list((tmp_path / "data" / "users" / "default" / "agents").iterdir()), "kept under the project's agent"
+    later = Transcript(tmp_path / "later.jsonl", session_id="later", cwd=str(project))
+    digest = _run_hook(home, start, later.start_input(), project)
+    assert "Polars" in json.loads(digest.stdout)["hookSpecificOutput"]["additionalContext"]
+    recalled = _run_hook(home, prompt, later.prompt_input("Which dataframe library?"), project)
+    assert recalled.stdout == "", "the digest gave it already"
+    pages = (tmp_path / "data" / "users" / "default" / "pages.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(line)["project"] for line in pages} == {str(project.resolve())}, "the user's own memory"
 
 
 def _run_hook(home: Path, command: str, event: dict[str, Any], cwd: Path) -> Outcome:

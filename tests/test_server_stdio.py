@@ -107,8 +107,8 @@ def test_tools_are_listed_with_contract_schemas_descriptions_and_annotations(hom
         assert set(schema.get("required", [])) == CONTRACT_REQUIRED[name]
         for parameter in parameters:
             assert schema["properties"][parameter].get("description"), f"{name}.{parameter} has no description"
-        for field in ("user_id", "agent_name"):  # the rule is stated where the host fills the ids in
-            assert IDENTIFIER_RULE in schema["properties"][field]["description"], f"{name}.{field}"
+        for field in ("user_id", "agent_name"):  # the rule is published where the host fills the ids in
+            assert schema["properties"][field]["pattern"] == f"^{IDENTIFIER_RULE.replace('{1,64}', '{0,64}')}$"
         assert tool.output_schema and tool.output_schema.get("type") == "object", f"{name} has no output schema"
         assert "status" in tool.output_schema["properties"]
         assert tool.description and len(tool.description) > 40

@@ -9,6 +9,7 @@ import pytest
 
 from memory_mcp.server import TOOLS, build_server
 from memory_mcp.service import MemoryService
+from memory_mcp.tool_functions import published_schema
 
 PARAMETERS = {
     "add_memory": [
@@ -19,6 +20,7 @@ PARAMETERS = {
         "user_id",
         "agent_name",
         "thread_id",
+        "project",
         "facts",
         "profile",
     ],
@@ -32,6 +34,8 @@ PARAMETERS = {
         "max_tokens",
         "current_context",
         "include_archived",
+        "thread_id",
+        "project",
         "since",
         "until",
     ],
@@ -142,7 +146,7 @@ RESULT_FIELDS = {
 }
 DESTRUCTIVE = {"delete_fact", "forget", "import_memory"}
 READ_ONLY = {"retrieve_memory", "get_user_profile", "search_facts", "export_memory", "memory_status"}
-PAGE_FIELDS = {"page_id", "user_input", "agent_response", "timestamp", "meta_data", "thread_id"}
+PAGE_FIELDS = {"page_id", "user_input", "agent_response", "timestamp", "meta_data", "thread_id", "project"}
 
 
 def listed_tools(service: MemoryService) -> dict[str, Any]:
@@ -163,7 +167,7 @@ def test_the_published_input_schema_is_the_schema_of_the_model_that_validates(
     service: MemoryService, name: str
 ) -> None:
     published = listed_tools(service)[name].input_schema
-    validating = TOOLS[name].request.model_json_schema()
+    validating = published_schema(TOOLS[name].request.model_json_schema())
 
     assert published["properties"] == validating["properties"]
     assert sorted(published.get("required", [])) == sorted(validating.get("required", []))

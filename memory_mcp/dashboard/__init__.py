@@ -226,11 +226,14 @@ def create_app(
 
     async def exchanges(request: Request, memory: Memory) -> Response:
         thread, day = request.query_params.get("thread"), request.query_params.get("day")
+        project = request.query_params.get("project")  # "" for the exchanges without one
         chosen, total = service.find_pages(
             memory.user_id,
             memory.agent_name,
             lambda exchange: (
-                (thread is None or exchange.thread_id == thread) and (day is None or exchange.timestamp.startswith(day))
+                (thread is None or exchange.thread_id == thread)
+                and (day is None or exchange.timestamp.startswith(day))
+                and (project is None or exchange.project == (project or None))
             ),
             BROWSED_EXCHANGES,
         )
@@ -240,6 +243,7 @@ def create_app(
             memory=memory,
             thread=thread,
             day=day,
+            project=project,
             exchanges=chosen,
             total=total,
             archived=service.archived_sessions(memory.user_id, memory.agent_name),

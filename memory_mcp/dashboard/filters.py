@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
+from memory_mcp.projects import project_name
 from memory_mcp.sessions import SessionView, session_of
 from memory_mcp.terms import index_terms
 
@@ -56,6 +57,7 @@ def session_name(view: SessionView) -> str:
 
 
 FILTERS = {
+    "project_name": project_name,
     "marked": marked,
     "spelled": spelled,
     "moment": moment,

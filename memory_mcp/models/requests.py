@@ -34,6 +34,7 @@ MAX_QUERY_CHARS = 20_000
 MAX_SECTION_CHARS = 4000
 MAX_HOST_FACTS = 50
 MAX_THREAD_ID_CHARS = 256
+MAX_PATH_CHARS = 4096
 # Published with each id, so a host sees the rule; "" is accepted too (it means "not given").
 _ID_PATTERN = {"pattern": "^[A-Za-z0-9_-]{0,64}$"}
 
@@ -57,11 +58,9 @@ def _identifier_field(description: str) -> Any:
     ]
 
 
-UserId = _identifier_field(
-    f"Whose memory. Omit or leave empty for the configured default user; else {IDENTIFIER_RULE}."
-)
-AgentName = _identifier_field(f"Keep this agent's memory apart from the user's shared memory; {IDENTIFIER_RULE}.")
-FactId = Annotated[str, Field(min_length=1, max_length=64, description="The fact's id, from search_facts.")]
+UserId = _identifier_field("Whose memory; omit for the default user.")
+AgentName = _identifier_field("An agent's own memory; omit for the user's.")
+FactId = Annotated[str, Field(min_length=1, max_length=64, description="From search_facts.")]
 
 
 def _timestamp_or_none(value: str | None) -> str | None:
@@ -77,6 +76,27 @@ def _expiry_or_never(value: str | None) -> str | None:
 
 # A moment as the caller may write it ("" counts as not given), stored in the one form of clock.py.
 OptionalTimestamp = Annotated[str | None, BeforeValidator(_absent_if_empty), AfterValidator(_timestamp_or_none)]
+
+
+def _printable(value: str | None, info: ValidationInfo) -> str | None:
+    limit = MAX_PATH_CHARS if info.field_name == "project" else MAX_THREAD_ID_CHARS
+    if value is not None and (len(value) > limit or not value.isprintable()):
+        raise ValueError(f"{info.field_name} must be 1-{limit} printable characters")
+    return value
+
+
+ThreadId = Annotated[
+    str | None,
+    BeforeValidator(_absent_if_empty),
+    AfterValidator(_printable),
+    Field(json_schema_extra={"maxLength": MAX_THREAD_ID_CHARS}),
+]
+ProjectPath = Annotated[
+    str | None,
+    BeforeValidator(_absent_if_empty),
+    AfterValidator(_printable),
+    Field(description="Its project's folder; omit for the server's.", json_schema_extra={"maxLength": MAX_PATH_CHARS}),
+]
 Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 
 
@@ -102,31 +122,21 @@ class ToolRequest(BaseModel):
 
 class AddMemoryRequest(ToolRequest):
     user_input: str = Field(description="What the user said, verbatim.")
-    agent_response: str = Field(description="What you (the assistant) answered, verbatim.")
-    timestamp: OptionalTimestamp = Field(None, description=f"When it was said: {TIMESTAMP_RULE}. Omit for now.")
-    meta_data: dict[str, Any] | None = Field(
-        None, description="Any JSON object to keep with the exchange, returned as given."
-    )
+    agent_response: str = Field(description="Your answer, verbatim.")
+    timestamp: OptionalTimestamp = Field(None, description="When it was said (ISO 8601); omit for now.")
+    meta_data: dict[str, Any] | None = Field(None, description="Any JSON object, kept as given.")
     user_id: UserId = None
     agent_name: AgentName = None
-    thread_id: Annotated[str | None, BeforeValidator(_absent_if_empty)] = Field(
-        None,
-        description="The conversation this exchange belongs to, if the host has one.",
-        json_schema_extra={"maxLength": MAX_THREAD_ID_CHARS},
-    )
+    thread_id: ThreadId = Field(None, description="The conversation it belongs to.")
+    project: ProjectPath = None
     facts: list[HostFact] | None = Field(
         None,
         max_length=MAX_HOST_FACTS,
-        description="What you learned about the user from this exchange, one short self-contained statement "
-        "per fact, in the user's language. confidence: 0.9-1.0 stated outright, 0.7-0.89 strongly implied "
-        "(lower is not kept). category correction (with sourceError) when the user corrected you. `replaces`: "
-        "the id of a current fact (from search_facts or get_user_profile) that this one supersedes. `pinned` "
-        "when the user asks you to always keep it in mind; `expiresAt` when it holds only until then.",
+        description="What you learned about the user, as the server's instructions say.",
     )
     profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
         None,
-        description="Profile sections this exchange changes, each mapped to its whole new summary about the "
-        "user: workContext, personalContext, topOfMind, recentMonths, earlierContext, longTermBackground.",
+        description="Sections this exchange changes -> each one's whole new summary.",
     )
 
     @property
@@ -136,13 +146,6 @@ class AddMemoryRequest(ToolRequest):
             return None
         profile = {name: summary.strip() for name, summary in (self.profile or {}).items() if summary.strip()}
         return HostMemory(facts=self.facts or [], profile=profile)
-
-    @field_validator("thread_id")
-    @classmethod
-    def _check_thread_id(cls, value: str | None) -> str | None:
-        if value is not None and (len(value) > MAX_THREAD_ID_CHARS or not value.isprintable()):
-            raise ValueError(f"thread_id must be 1-{MAX_THREAD_ID_CHARS} printable characters")
-        return value
 
     @field_validator("meta_data")
     @classmethod
@@ -155,31 +158,19 @@ class AddMemoryRequest(ToolRequest):
 
 
 class RetrieveMemoryRequest(ToolRequest):
-    query: Query = Field(description="What to recall: usually the user's latest message.")
-    relationship_with_user: str = Field(
-        "",
-        max_length=200,
-        description="Your relationship with the user (friend, assistant, colleague...); omit for none.",
-    )
-    style_hint: str = Field("", max_length=1000, description="How you intend to answer; echoed back for your prompt.")
-    max_results: int = Field(10, ge=1, le=100, description="How many older exchanges to return (1-100).")
+    query: Query = Field(description="Usually the user's latest message.")
+    relationship_with_user: str = Field("", max_length=200, description="Yours with the user, if any.")
+    style_hint: str = Field("", max_length=1000, description="How you intend to answer; echoed back.")
+    max_results: int = Field(10, ge=1, le=100, description="Older exchanges ranked.")
     user_id: UserId = None
     agent_name: AgentName = None
-    max_tokens: int | None = Field(
-        None, ge=100, le=8000, description="Token budget of `context` (100-8000); omit for the configured default."
-    )
-    current_context: Query = Field(
-        "", description="The last few turns of the current conversation, to rank facts by what is discussed."
-    )
-    include_archived: bool = Field(False, description="Also search old sessions archived from everyday retrieval.")
-    since: OptionalTimestamp = Field(
-        None, description=f"Only exchanges from this moment on ({TIMESTAMP_RULE}); omit for no lower bound."
-    )
-    until: OptionalTimestamp = Field(
-        None,
-        description=f"Only exchanges up to this moment ({TIMESTAMP_RULE}; a date alone is its midnight, so "
-        "until 2024-06-01 takes in May whole); omit for no upper bound.",
-    )
+    max_tokens: int | None = Field(None, ge=100, le=8000, description="Budget of the block; omit for the default.")
+    current_context: Query = Field("", description="The last few turns, to rank facts by.")
+    include_archived: bool = Field(False, description="Also search archived sessions.")
+    thread_id: ThreadId = Field(None, description="The conversation you are in: not given back.")
+    project: ProjectPath = None
+    since: OptionalTimestamp = Field(None, description="Only exchanges from then on (ISO 8601).")
+    until: OptionalTimestamp = Field(None, description="Only exchanges up to then (a date: its midnight).")
 
     @model_validator(mode="after")
     def _check_window(self) -> RetrieveMemoryRequest:
@@ -189,10 +180,8 @@ class RetrieveMemoryRequest(ToolRequest):
 
 
 class ProfileRequest(ToolRequest):
-    include_knowledge: bool = Field(True, description="Include the facts known about the user.")
-    include_assistant_knowledge: bool = Field(
-        False, description="Include what the assistant itself said or did that it should stay consistent with."
-    )
+    include_knowledge: bool = Field(True, description="Include the facts.")
+    include_assistant_knowledge: bool = Field(False, description="Include what you said or did before.")
     user_id: UserId = None
     agent_name: AgentName = None
 
@@ -200,37 +189,25 @@ class ProfileRequest(ToolRequest):
 class FlushRequest(ToolRequest):
     user_id: UserId = None
     agent_name: AgentName = None
-    retry_failed: bool = Field(
-        False, description="Also try again the exchanges set aside after repeated unusable LLM replies."
-    )
+    retry_failed: bool = Field(False, description="Also retry exchanges set aside after failed replies.")
 
 
 class SearchFactsRequest(ToolRequest):
-    query: Query = Field("", description="Words to look for; empty lists facts by confidence.")
-    category: FactCategory | None = Field(None, description="Only facts of this category.")
-    limit: int = Field(20, ge=1, le=500, description="Most facts to return (1-500).")
-    include_superseded: bool = Field(
-        False, description="Also list facts that were replaced or withdrawn (with validTo, supersededBy)."
-    )
-    as_of: OptionalTimestamp = Field(
-        None,
-        description=f"The facts believed at that moment ({TIMESTAMP_RULE}): recorded by then and not yet "
-        "superseded, withdrawn or run out; omit for now.",
-    )
+    query: Query = Field("", description="Words to look for; empty: by confidence.")
+    category: FactCategory | None = None
+    limit: int = Field(20, ge=1, le=500)
+    include_superseded: bool = Field(False, description="Also facts replaced or withdrawn.")
+    as_of: OptionalTimestamp = Field(None, description="The facts believed then (ISO 8601); omit for now.")
     user_id: UserId = None
     agent_name: AgentName = None
 
 
 class AddFactRequest(ToolRequest):
-    content: str = Field(
-        min_length=1, max_length=MAX_FACT_CHARS, description="The fact, as a short self-contained statement."
-    )
-    category: FactCategory = Field("context", description="What kind of fact it is.")
-    confidence: float = Field(0.9, ge=0, le=1, description="How sure it is, 0-1.")
-    pinned: bool = Field(False, description="Always keep it (max_facts never trims it), shown right after corrections.")
-    expires_at: OptionalTimestamp = Field(
-        None, description=f"When it stops holding by itself ({TIMESTAMP_RULE}); omit for never."
-    )
+    content: str = Field(min_length=1, max_length=MAX_FACT_CHARS, description="A short self-contained statement.")
+    category: FactCategory = "context"
+    confidence: float = Field(0.9, ge=0, le=1)
+    pinned: bool = Field(False, description="Always keep and show it.")
+    expires_at: OptionalTimestamp = Field(None, description="When it stops holding (ISO 8601); omit for never.")
     user_id: UserId = None
     agent_name: AgentName = None
 
@@ -244,12 +221,12 @@ class AddFactRequest(ToolRequest):
 
 class UpdateFactRequest(ToolRequest):
     fact_id: FactId
-    content: str | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording; omit to keep.")
-    category: FactCategory | None = Field(None, description="New category; omit to keep.")
-    confidence: float | None = Field(None, ge=0, le=1, description="New confidence 0-1; omit to keep.")
-    pinned: bool | None = Field(None, description="Pin (true) or unpin (false); omit to keep.")
+    content: str | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording.")
+    category: FactCategory | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    pinned: bool | None = None
     expires_at: Annotated[str | None, BeforeValidator(_absent_if_empty), AfterValidator(_expiry_or_never)] = Field(
-        None, description=f"New end ({TIMESTAMP_RULE}), or 'never' to remove it; omit to keep."
+        None, description="New end (ISO 8601), or 'never'. Omitted fields are kept."
     )
     user_id: UserId = None
     agent_name: AgentName = None
@@ -271,13 +248,9 @@ class DeleteFactRequest(ToolRequest):
 
 
 class ForgetRequest(ToolRequest):
-    user_id: Annotated[str, AfterValidator(_identifier)] = Field(
-        description=f"The user whose memory to erase; {IDENTIFIER_RULE}.", json_schema_extra=_ID_PATTERN
-    )
-    confirm: str = Field(description="Must repeat the user_id exactly, as a safeguard.")
-    agent_name: AgentName = Field(
-        None, description="Erase only this agent's memory; omit to erase the user's and all agents'."
-    )
+    user_id: Annotated[str, AfterValidator(_identifier)] = Field(json_schema_extra=_ID_PATTERN)
+    confirm: str = Field(description="The user_id again.")
+    agent_name: AgentName = Field(None, description="Only this agent's memory; omit for all of the user's.")
 
 
 class ExportRequest(ToolRequest):
@@ -286,11 +259,9 @@ class ExportRequest(ToolRequest):
 
 
 class ImportRequest(ToolRequest):
-    data: dict[str, Any] = Field(description="A document from export_memory, or a DeerFlow memory.json object.")
-    mode: Literal["merge", "replace"] = Field(
-        "merge", description="merge: add what is new; replace: erase the user's memory first."
-    )
-    user_id: UserId = Field(None, description="Import into this user instead of the one named in the document.")
+    data: dict[str, Any] = Field(description="From export_memory, or a DeerFlow memory.json.")
+    mode: Literal["merge", "replace"] = Field("merge", description="replace erases the user's memory first.")
+    user_id: UserId = Field(None, description="Into this user instead of the document's.")
 
 
 class StatusRequest(ToolRequest):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from memory_mcp.models.stored import Fact, HistorySections, KnowledgeEntry, Page, UserSections
 
@@ -78,6 +78,12 @@ class RetrieveMemoryResult(BaseModel):
     context: str = Field(description="A <memory> block ready for a system prompt ('' when injection is off).")
     context_tokens: int
     notes: list[str] = Field(default_factory=list, description="What is switched off or missing, in words.")
+    # The ids of the exchanges `context` shows, for the text a model reads (not part of the result).
+    _shown_pages: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def shown_pages(self) -> list[str]:
+        return self._shown_pages
 
 
 class UserProfileResult(BaseModel):

@@ -32,6 +32,7 @@ class Page(BaseModel):
     timestamp: str
     meta_data: dict[str, Any] | None = None
     thread_id: str | None = None
+    project: str | None = None  # the repository or folder it was said in (projects.py); None: unknown
 
 
 FactText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
@@ -43,14 +44,14 @@ class ProposedFact(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: FactText = Field(description="One short, self-contained statement, in the user's language.")
+    content: FactText = Field(description="One short self-contained statement, in the user's language.")
     category: FactCategory
-    confidence: float = Field(ge=0, le=1, description="0.9-1.0 stated outright; 0.7-0.89 strongly implied.")
+    confidence: float = Field(ge=0, le=1, description="0.9-1 said outright; 0.7-0.89 strongly implied.")
     sourceError: str | None = Field(
-        None, max_length=MAX_FACT_CHARS, description="For a correction: the mistaken belief or action to avoid."
+        None, max_length=MAX_FACT_CHARS, description="For a correction: the mistake to avoid."
     )
     replaces: str | None = Field(
-        None, pattern=FACT_ID_PATTERN, description="Id of a current fact this one supersedes (kept as history)."
+        None, pattern=FACT_ID_PATTERN, description="Id of the fact it supersedes."
     )
 
 
@@ -66,8 +67,8 @@ class HostFact(ProposedFact):
     """A fact the host model sends with an exchange: it may pin it or give it an end, as the user
     asked. (The server's own updater proposes plain facts: it pins nothing on its own.)"""
 
-    pinned: bool = Field(False, description="Keep it whatever max_facts says, shown right after corrections.")
-    expiresAt: Expiry = Field(None, description=f"When it stops holding ({TIMESTAMP_RULE}); omit for never.")
+    pinned: bool = Field(False, description="Always keep it (the user asked).")
+    expiresAt: Expiry = Field(None, description="When it stops holding (ISO 8601).")
 
 
 class HostMemory(BaseModel):

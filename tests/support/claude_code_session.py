@@ -92,6 +92,15 @@ class Transcript:
             "prompt": prompt,
         }
 
+    def start_input(self, source: str = "startup") -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "transcript_path": str(self.path),
+            "cwd": self.cwd,
+            "hook_event_name": "SessionStart",
+            "source": source,
+        }
+
     def stop_input(
         self, stop_hook_active: bool = False, last_message: str | None = None, sends_last_message: bool = True
     ) -> dict[str, Any]:

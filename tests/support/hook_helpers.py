@@ -33,7 +33,8 @@ def helper_processes(home: Path) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone, or not ours
-        if b"hook" in command and b"prompt" in command and f"MEMORY_MCP_HOME={home}".encode() in environ:
+        ours = (b"hook" in command and b"prompt" in command) or b"memory_mcp.hook_helper" in command
+        if ours and f"MEMORY_MCP_HOME={home}".encode() in environ:
             found.append(int(entry.name))
     return found
 

@@ -1,0 +1,87 @@
+"""What a host's session has been given from memory already, so that nothing is given twice.
+
+A host keeps every block its hooks inject in the conversation: giving the same exchange or fact
+again costs tokens and tells the model nothing. So each session's ledger records the ids of what
+it was given (never their text) and whether it had its digest, in a small JSON file under
+`run/sessions/` of the data folder, one folder per user (forget removes it). A compaction or a
+/clear starts a session's ledger over, since the model no longer holds what was given. Ledgers
+untouched for LEDGER_DAYS are removed whenever one of the same user's is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memory_mcp.store import Scope
+from memory_mcp.store.durable import atomic_write, ensure_directory
+
+LEDGER_FOLDER = ("run", "sessions")
+LEDGER_DAYS = 7
+
+
+@dataclass
+class SessionLedger:
+    pages: set[str] = field(default_factory=set)
+    facts: set[str] = field(default_factory=set)
+    digest: bool = False  # whether the session had its digest since it began (or was compacted)
+
+    def record(self, pages: tuple[str, ...], facts: tuple[str, ...]) -> None:
+        self.pages.update(pages)
+        self.facts.update(facts)
+
+
+def read_ledger(root: Path, scope: Scope, session_id: str) -> SessionLedger:
+    """The session's ledger; an empty one when there is none or it cannot be read (giving
+    something twice is the lesser harm)."""
+    try:
+        data = json.loads(_path(root, scope, session_id).read_text(encoding="utf-8"))
+        return SessionLedger(set(data["pages"]), set(data["facts"]), bool(data["digest"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return SessionLedger()
+
+
+def write_ledger(root: Path, scope: Scope, session_id: str, ledger: SessionLedger) -> None:
+    path = _path(root, scope, session_id)
+    ensure_directory(path.parent)
+    record = {"pages": sorted(ledger.pages), "facts": sorted(ledger.facts), "digest": ledger.digest}
+    atomic_write(path, json.dumps(record).encode())
+    _remove_stale(path.parent)
+
+
+def erase_ledgers(root: Path, scope: Scope) -> None:
+    """Remove the ledgers of a scope: for a user's own scope, those of their agents too."""
+    folder = _user_folder(root, scope.user_id)
+    if scope.agent_name is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path in folder.glob(f"{_digest(scope.agent_name)}-*.json"):
+        path.unlink(missing_ok=True)
+
+
+def _path(root: Path, scope: Scope, session_id: str) -> Path:
+    folder, agent = _user_folder(root, scope.user_id), _digest(scope.agent_name or "")
+    return folder / f"{agent}-{_digest(session_id)}.json"
+
+
+def _user_folder(root: Path, user_id: str) -> Path:
+    return root.joinpath(*LEDGER_FOLDER) / _digest(user_id)
+
+
+def _digest(text: str) -> str:
+    """A file name for an id that names no one on the disk."""
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _remove_stale(folder: Path) -> None:
+    oldest = time.time() - LEDGER_DAYS * 86_400
+    for path in folder.glob("*.json"):
+        try:
+            if path.stat().st_mtime < oldest:
+                path.unlink()
+        except OSError:
+            continue
