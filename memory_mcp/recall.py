@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 class Hit(NamedTuple):
     """A page a search found: its position in the log, its rank score, and how relevant it is on
     scales that do not depend on the other pages: `words`, the share of the query's weight its
-    words answer (LexicalIndex.query_weight), and `meaning`, its vector similarity to the query
-    (None without vectors). relevance.py decides from these what is worth a model's tokens."""
+    own words answer (LexicalIndex.own_scores over query_weight: ~1 when it holds every term of
+    the query once), and `meaning`, its vector similarity to the query (None without vectors).
+    relevance.py decides from these what is worth a model's tokens."""
 
     position: int
     score: float
@@ -207,6 +208,7 @@ class PageRecall:
                 lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in ranked)
                 ranked = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
             ranked = ranked[: request.max_results]
+            own = cache.index.own_scores(request.query, [position for position, _ in ranked])
             cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in ranked), utc_now())
             # A document write and a scan of every session: not on the caller's time.
             saving = self._visits_saver(scope, cache) if cache.sessions.should_save() or cache.let_go else None
@@ -215,10 +217,10 @@ class PageRecall:
             Hit(
                 position,
                 score,
-                float(lexical[position]) / query_weight if query_weight > 0 else 0.0,
+                own_score / query_weight if query_weight > 0 else 0.0,
                 None if similarities is None else float(similarities[position]),
             )
-            for position, score in ranked
+            for (position, score), own_score in zip(ranked, own, strict=True)
         ]
 
     def _with_vectors(

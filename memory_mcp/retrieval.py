@@ -333,6 +333,28 @@ class LexicalIndex:
             )
         return lifted
 
+    def own_scores(self, query: str, documents: Sequence[int]) -> list[float]:
+        """BM25 of `query` over these documents' own words alone: what each page itself says of
+        the query, without the terms its thread's neighbours lend it for ranking (a floor on
+        relevance must not show a page for words it does not hold)."""
+        count = len(self._lengths)
+        if not count:
+            return [0.0] * len(documents)
+        average = self._total_length / count
+        scores = [0.0] * len(documents)
+        for term in dict.fromkeys(index_terms(query)):
+            postings = self._postings.get(term)
+            if postings is None:
+                continue
+            idf = self._idf(term)
+            for slot, document in enumerate(documents):
+                entry = _entry_of(postings, document)
+                if entry < len(postings) // 2 and postings[2 * entry] == document and postings[2 * entry + 1] > 0:
+                    weight = postings[2 * entry + 1]
+                    norm = self.K1 * (1 - self.B + self.B * self._lengths[document] / average)
+                    scores[slot] += idf * weight * (self.K1 + 1) / (weight + norm)
+        return scores
+
     def query_weight(self, query: str) -> float:
         """What a page holding each of the query's terms once, at the average length, would score:
         the sum of the terms' rarities, a term no page holds counting as the rarest. A score over
