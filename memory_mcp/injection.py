@@ -2,7 +2,7 @@
 
 Once per session (at its start, and again after a compaction or a /clear), a digest within a
 small budget: the profile, corrections, pinned and high-confidence facts, and what the project
-was about lately. Then, with each prompt, only what is specifically relevant to it (relevance.py's
+was about lately; and when the session comes to another project, that project's latest. Then, with each prompt, only what is specifically relevant to it (relevance.py's
 floors) and not given to the session before (session_ledger.py): never the session's own
 exchanges, which the model has, and nothing at all for a prompt with nothing to recall.
 
@@ -12,20 +12,19 @@ host's cap on what it keeps, and print what comes back in the host's format.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_mcp.context import MemoryContext, build_context
 from memory_mcp.facts import current
-from memory_mcp.models import Fact, MemoryDocument, Page, ProfileRequest, RetrieveMemoryRequest
+from memory_mcp.models import MemoryDocument, ProfileRequest, RetrieveMemoryRequest
 from memory_mcp.models.requests import MAX_QUERY_CHARS
 from memory_mcp.projects import project_name
 from memory_mcp.service import MemoryService
 from memory_mcp.session_ledger import SessionLedger, read_ledger, write_ledger
 
-# The digest: what the project was about lately (this many exchanges, this long a side), and the
-# facts it carries beside corrections and pinned ones.
-DIGEST_EXCHANGES = 3
+# The digest: what the project was about lately (at most this many exchanges, newest first as the
+# budget allows, this long a side), and the facts it carries beside corrections and pinned ones.
+DIGEST_EXCHANGES = 10
 DIGEST_SIDE_CHARS = 200
 DIGEST_MIN_CONFIDENCE = 0.9
 # Exchanges ranked for a prompt before the floors choose among them.
@@ -54,9 +53,7 @@ def session_digest(
     scope = service.resolve_scope(session.user_id, session.agent_name)
     root = service.settings.data_storage_path
     ledger = SessionLedger() if fresh else read_ledger(root, scope, session.session_id)
-    block = _digest(service, session, service.settings.memory.digest_tokens, max_chars, ledger)
-    ledger.digest = True
-    ledger.record(block.shown_pages, block.shown_facts)
+    block = _digest(service, session, max_chars, ledger)
     write_ledger(root, scope, session.session_id, ledger)
     return _text(block)
 
@@ -65,15 +62,17 @@ def prompt_block(
     service: MemoryService, session: HostSession, prompt: str, max_tokens: int | None, max_chars: int | None = None
 ) -> str:
     """The block for one prompt: what is specifically relevant to it and was not given to the
-    session before, within `max_tokens` (default memory.max_injection_tokens) and `max_chars`;
-    the session's digest first if it had none (a host without a session-start event). "" when
-    there is nothing worth its tokens."""
+    session before, within `max_tokens` (default memory.max_injection_tokens) and `max_chars`.
+    Before it, the digest of the project the session has just come to (or of the session, for a
+    host without a session-start event). "" when there is nothing worth its tokens."""
     if not prompt.strip() or not service.is_stored(session.user_id, session.agent_name):
         return ""
     scope = service.resolve_scope(session.user_id, session.agent_name)
     root = service.settings.data_storage_path
     ledger = read_ledger(root, scope, session.session_id)
-    budget = max_tokens or service.settings.memory.max_injection_tokens
+    digest = ""
+    if _project_key(session.project) not in ledger.projects:
+        digest = _text(_digest(service, session, None if max_chars is None else max_chars // 2, ledger))
     request = RetrieveMemoryRequest.build(
         query=prompt[:MAX_QUERY_CHARS],
         user_id=session.user_id,
@@ -83,39 +82,27 @@ def prompt_block(
         project=session.project,
     )
     found = service.find(request, for_injection=True, skip_pages=ledger.pages)
-    facts = [fact for fact in found.facts_to_show() if fact.id not in ledger.facts]
-    if ledger.digest:
-        block = build_context(
-            MemoryDocument(),
-            facts,
-            [],
-            found.earlier_to_show(),
-            budget,
-            service.tokens,
-            max_chars=max_chars,
-            labels=found.labels(),
-        )
-    else:
-        block = _digest(service, session, budget, max_chars, ledger, facts, found.earlier_to_show(), found.labels())
-        ledger.digest = True
+    block = build_context(
+        MemoryDocument(),
+        [fact for fact in found.facts_to_show() if fact.id not in ledger.facts],
+        [],
+        found.earlier_to_show(),
+        max_tokens or service.settings.memory.max_injection_tokens,
+        service.tokens,
+        max_chars=None if max_chars is None else max_chars - len(digest) - 1,
+        labels=found.labels(),
+    )
     ledger.record(block.shown_pages, block.shown_facts)
     write_ledger(root, scope, session.session_id, ledger)
-    return _text(block)
+    return "\n".join(text for text in (digest, _text(block)) if text)
 
 
 def _digest(
-    service: MemoryService,
-    session: HostSession,
-    budget: int,
-    max_chars: int | None,
-    ledger: SessionLedger,
-    relevant_facts: Sequence[Fact] = (),
-    relevant: Sequence[Page] = (),
-    labels: dict[str, str] | None = None,
+    service: MemoryService, session: HostSession, max_chars: int | None, ledger: SessionLedger
 ) -> MemoryContext:
-    """Profile, corrections, pinned and high-confidence facts and the project's latest exchanges
-    (then whatever relevant items are passed), within `budget`: what `ledger` says the session
-    was given is left out (the profile too, once it had a digest)."""
+    """What a session is given when it starts, or comes to a project, within memory.digest_tokens:
+    the profile, corrections, pinned and high-confidence facts (what `ledger` says it had left
+    out), and as many of the project's latest exchanges as fit. Recorded in `ledger`."""
     profile = service.get_user_profile(
         ProfileRequest.build(user_id=session.user_id, agent_name=session.agent_name, include_knowledge=True)
     )
@@ -132,23 +119,26 @@ def _digest(
         project=session.project,
         skip_thread=session.session_id,
     )
-    lately = [page for page in lately if page.page_id not in ledger.pages]
-    shown_lately = {page.page_id for page in lately}
-    relevant = [page for page in relevant if page.page_id not in shown_lately]
     name = project_name(session.project)
-    facts = standing + [fact for fact in relevant_facts if fact.id not in {f.id for f in standing}]
-    return build_context(
-        MemoryDocument() if ledger.digest else MemoryDocument(user=profile.user, history=profile.history),
-        facts,
-        lately,
-        relevant,
-        budget,
+    block = build_context(
+        MemoryDocument() if ledger.profile else MemoryDocument(user=profile.user, history=profile.history),
+        standing,
+        [page for page in lately if page.page_id not in ledger.pages],
+        [],
+        service.settings.memory.digest_tokens,
         service.tokens,
         max_chars=max_chars,
-        labels=labels,
         side_chars=DIGEST_SIDE_CHARS,
         recent_heading=f"## Lately in {name}" if name else "## Lately",
     )
+    ledger.profile = True
+    ledger.projects.add(_project_key(session.project))
+    ledger.record(block.shown_pages, block.shown_facts)
+    return block
+
+
+def _project_key(project: str | None) -> str:
+    return project or ""
 
 
 def _text(block: MemoryContext) -> str:

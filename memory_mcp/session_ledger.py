@@ -2,8 +2,9 @@
 
 A host keeps every block its hooks inject in the conversation: giving the same exchange or fact
 again costs tokens and tells the model nothing. So each session's ledger records the ids of what
-it was given (never their text) and whether it had its digest, in a small JSON file under
-`run/sessions/` of the data folder, one folder per user (forget removes it). A compaction or a
+it was given (never their text), whether it had the profile, and the projects whose digest it
+had, in a small JSON file under `run/sessions/` of the data folder, one folder per user (forget
+removes it). A compaction or a
 /clear starts a session's ledger over, since the model no longer holds what was given. Ledgers
 untouched for LEDGER_DAYS are removed whenever one of the same user's is written.
 """
@@ -28,7 +29,8 @@ LEDGER_DAYS = 7
 class SessionLedger:
     pages: set[str] = field(default_factory=set)
     facts: set[str] = field(default_factory=set)
-    digest: bool = False  # whether the session had its digest since it began (or was compacted)
+    profile: bool = False  # whether it was given the profile since it began (or was compacted)
+    projects: set[str] = field(default_factory=set)  # those whose latest exchanges it was given ("": none)
 
     def record(self, pages: tuple[str, ...], facts: tuple[str, ...]) -> None:
         self.pages.update(pages)
@@ -40,7 +42,7 @@ def read_ledger(root: Path, scope: Scope, session_id: str) -> SessionLedger:
     something twice is the lesser harm)."""
     try:
         data = json.loads(_path(root, scope, session_id).read_text(encoding="utf-8"))
-        return SessionLedger(set(data["pages"]), set(data["facts"]), bool(data["digest"]))
+        return SessionLedger(set(data["pages"]), set(data["facts"]), bool(data["profile"]), set(data["projects"]))
     except (OSError, ValueError, KeyError, TypeError):
         return SessionLedger()
 
@@ -48,7 +50,12 @@ def read_ledger(root: Path, scope: Scope, session_id: str) -> SessionLedger:
 def write_ledger(root: Path, scope: Scope, session_id: str, ledger: SessionLedger) -> None:
     path = _path(root, scope, session_id)
     ensure_directory(path.parent)
-    record = {"pages": sorted(ledger.pages), "facts": sorted(ledger.facts), "digest": ledger.digest}
+    record = {
+        "pages": sorted(ledger.pages),
+        "facts": sorted(ledger.facts),
+        "profile": ledger.profile,
+        "projects": sorted(ledger.projects),
+    }
     atomic_write(path, json.dumps(record).encode())
     _remove_stale(path.parent)
 

@@ -113,11 +113,11 @@ def test_each_request_is_read_with_its_own_flags_environment_and_folder(
     [line] = [line for line in from_app.stdout.split("\\n") if "kestrel" in line]
     assert by_helper and "· repo] User:" in line, "asked from another project: labelled with its project"
 
-    small_config = tmp_path / "small.json"
-    small_config.write_text(json.dumps({"memory": {"max_injection_tokens": 100}}), encoding="utf-8")
-    small, by_helper = prompt_hook(home, asked(session, "Polars?"), "--config", small_config.name)
+    other_user = tmp_path / "other.json"
+    other_user.write_text(json.dumps({"user_id": "someone-else"}), encoding="utf-8")
+    theirs, by_helper = prompt_hook(home, asked(session, "Polars?"), "--config", other_user.name)
     default, _ = prompt_hook(home, asked(session, "Polars?"))
-    assert by_helper and 0 < len(small.stdout) < len(default.stdout), "--config read from the requester's folder"
+    assert by_helper and theirs.stdout == "" and "Polars" in default.stdout, "--config read from the requester's folder"
 
 
 def test_an_idle_helper_exits_and_so_does_one_whose_socket_is_removed(home: Path, remembered: Transcript) -> None:

@@ -190,10 +190,18 @@ def test_another_projects_exchange_is_labelled_with_its_project_or_left_out(home
     assert " · webshop] User:" in line, "labelled with its project"
 
 
-def test_max_tokens_bounds_the_block(home: Path, transcript: Transcript, next_session: Transcript) -> None:
-    hook(home, "stop", transcript.stop_input())
-    small = hook(home, "prompt", next_session.prompt_input("Polars dataframe CSV parser?"), "--max-tokens", "120")
-    assert 0 < TokenCounter("tiktoken").count(context_of(small)) <= 120
+def test_max_tokens_bounds_the_block_and_the_digest_has_a_budget_of_its_own(home: Path, tmp_path: Path) -> None:
+    earlier = Transcript(tmp_path / "earlier.jsonl", session_id="earlier")
+    for turn in range(12):
+        earlier.prompt(f"Parser question {turn}: the CSV reader and Polars dataframes, part {turn} " + "detail " * 40)
+        earlier.reply(text(f"Parser answer {turn}: use Polars scan_csv for part {turn} " + "because " * 40))
+    hook(home, "stop", earlier.stop_input())
+    later = Transcript(tmp_path / "later.jsonl", session_id="later")
+    counter = TokenCounter("tiktoken")
+    digest = context_of(hook(home, "session-start", later.start_input()), "SessionStart")
+    assert 0 < counter.count(digest) <= Settings().memory.digest_tokens
+    small = hook(home, "prompt", later.prompt_input("Polars dataframe CSV parser part?"), "--max-tokens", "120")
+    assert 0 < counter.count(context_of(small)) <= 120
 
 
 def test_user_and_agent_come_from_the_config_unless_flags_name_them(
@@ -304,3 +312,13 @@ def test_stop_hooks_of_one_session_at_the_same_instant_store_each_exchange_once(
         assert all((outcome.code, outcome.stdout) == (0, "") for outcome in outcomes)
     said = [said for said, _, _ in stored(home, Scope("default"))]
     assert said == [f"Question {turn}" for turn in range(30)], "each exchange once, in order"
+
+
+def test_forget_leaves_no_trace_of_what_sessions_were_given(
+    home: Path, transcript: Transcript, next_session: Transcript
+) -> None:
+    hook(home, "stop", transcript.stop_input())
+    context_of(hook(home, "session-start", next_session.start_input()), "SessionStart")
+    assert list((home / "run" / "sessions").rglob("*.json")), "the session's ledger: ids of what it was given"
+    assert cli(home, "forget", "default", "--yes").code == 0
+    assert not list((home / "run" / "sessions").rglob("*")), "forget erases the user's ledgers"
