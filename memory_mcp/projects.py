@@ -26,16 +26,17 @@ def project_of(folder: str | os.PathLike[str] | None) -> str | None:
         start = Path(folder).expanduser().resolve()
     except (OSError, RuntimeError):
         return None
-    if start in _NO_PROJECT or start == _home():
+    home = _home()
+    if start in _NO_PROJECT or start == home:
         return None
     for candidate in (start, *start.parents):
+        if candidate == home:
+            break  # a repository at or above the home folder (dotfiles) is not this folder's project
         marker = candidate / ".git"
         if marker.is_dir():
             return str(candidate)
         if marker.is_file():
             return str(_main_checkout(candidate, marker) or candidate)
-        if candidate == _home():
-            break  # a repository above the home folder is not this folder's project
     return str(start)
 
 
