@@ -40,11 +40,17 @@ def test_page_ids_follow_the_prompt_lines_so_a_resumed_copy_of_the_session_adds_
 
     assert [p.page_id for p in first] == [p.page_id for p in again] == [p.page_id for p in resumed]
     assert len({p.page_id for p in first}) == 2
-    other = Transcript(tmp_path / "other.jsonl", session_id="other-session")
-    coding_session(other)
-    assert [p.page_id for p in session_exchanges(other.path, "other-session", other.last_reply)] == [
+    copied = tmp_path / "elsewhere" / "copied.jsonl"
+    copied.parent.mkdir()
+    copied.write_bytes(transcript.path.read_bytes())
+    assert [p.page_id for p in session_exchanges(copied, "other-session", transcript.last_reply)] == [
         p.page_id for p in first
     ], "same line ids, same pages: ids come from the lines, never from where they were read"
+    other = Transcript(tmp_path / "other.jsonl", session_id="other-session")
+    coding_session(other)
+    assert {p.page_id for p in session_exchanges(other.path, "other-session", other.last_reply)}.isdisjoint(
+        p.page_id for p in first
+    ), "another session's lines, other pages"
 
 
 def test_the_newest_turn_waits_for_its_final_reply(tmp_path: Path) -> None:

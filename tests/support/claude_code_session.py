@@ -25,7 +25,7 @@ class Transcript:
 
     def _line(self, kind: str, message: dict[str, Any], **extra: Any) -> str:
         self._count += 1
-        uuid = f"{kind[0]}-{self._count:04d}"
+        uuid = f"{self.session_id}-{kind[0]}-{self._count:04d}"  # unique across sessions, as Claude Code's are
         line = {
             "parentUuid": self._last,
             "isSidechain": False,
