@@ -39,6 +39,9 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_updater.py
 	$(PY) bench/bench_hooks.py
+	$(PY) bench/bench_hooks.py --embeddings
+	$(PY) bench/bench_injection.py
+	$(PY) bench/injection_floor.py
 	$(PY) bench/locomo_recall.py
 	$(PY) bench/relative_dates.py
 	$(PY) bench/bench_vectors.py

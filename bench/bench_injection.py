@@ -3,7 +3,8 @@
 
 A realistic scripted history: three projects (a web shop, a Python API, infrastructure), two
 earlier Claude Code sessions in each, in which the person said things a later session needs
-("we use pnpm, never npm", "the staging host is kestrel"). Then one 40-turn session that moves
+("we use pnpm, never npm", "the staging host is kestrel"), then a session of routine work in each
+(so the latest exchanges, which a session's digest shows, are not those answers). Then one 40-turn session that moves
 between the three projects: coding prompts, bare acknowledgements ("ok", "continue"), and
 RECALL questions whose answers were said in an earlier session. Every hook runs as Claude Code
 runs it, a process per event with the documented JSON on stdin: SessionStart (where the
@@ -138,6 +139,25 @@ HISTORY: dict[str, list[list[tuple[str, str]]]] = {
 }
 
 
+# A later session of routine work in each project: the latest exchanges (what a digest shows) are
+# these, so the answers above must be found for the prompt that needs them.
+ROUTINE = [
+    ("Fix the typo in the {thing} docstring.", "Fixed the typo in the {thing} docstring."),
+    ("Rename the {thing} helper to something clearer.", "Renamed it to {thing}_helper and updated the callers."),
+    ("Add a log line when the {thing} step starts.", "Added an INFO log at the start of the {thing} step."),
+    ("Bump the {thing} dependency to the latest patch.", "Bumped it; the changelog lists only bug fixes."),
+    ("Split the {thing} module into two files.", "Split it into {thing}_core and {thing}_io."),
+    ("Remove the dead code in {thing}.", "Removed three unused functions from {thing}."),
+    ("Add type hints to the {thing} functions.", "Added type hints; the type checker is clean."),
+    ("Make the {thing} error message clearer.", "The message now names the missing field."),
+    ("Write a docstring for the {thing} entry point.", "Added a docstring describing its arguments."),
+    ("Sort the imports in {thing}.", "Sorted them; nothing else changed."),
+]
+THINGS = {"webshop": "cart", "python-api": "billing", "infra": "backup"}
+for project, thing in THINGS.items():
+    HISTORY[project].append([(said.format(thing=thing), done.format(thing=thing)) for said, done in ROUTINE])
+
+
 @dataclass
 class Turn:
     project: str
@@ -229,6 +249,7 @@ def has_hook(checkout: Path, event: str) -> bool:
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(checkout)},
+        cwd=checkout,  # `python -m` looks in the working folder first
         check=False,
     )
     return event in parser.stdout

@@ -62,7 +62,9 @@ def memory_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "memory_mcp"]
 
 
-def claude_code_changes(home: Path, project: Path | None, command: list[str], config: Path | None) -> list[SettingsChange]:
+def claude_code_changes(
+    home: Path, project: Path | None, command: list[str], config: Path | None
+) -> list[SettingsChange]:
     """What installing into Claude Code would make of its settings files (nothing is written).
 
     For the user: ~/.claude/settings.json and ~/.claude.json. For one project: its

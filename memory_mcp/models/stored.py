@@ -50,9 +50,7 @@ class ProposedFact(BaseModel):
     sourceError: str | None = Field(
         None, max_length=MAX_FACT_CHARS, description="For a correction: the mistake to avoid."
     )
-    replaces: str | None = Field(
-        None, pattern=FACT_ID_PATTERN, description="Id of the fact it supersedes."
-    )
+    replaces: str | None = Field(None, pattern=FACT_ID_PATTERN, description="Id of the fact it supersedes.")
 
 
 def _expiry(value: str | None) -> str | None:
