@@ -221,26 +221,32 @@ class Outcome:
         return sum(self.tokens_by_kind.values())
 
 
-def hook(checkout: Path, home: Path, event: str, payload: dict[str, Any], cwd: Path) -> str:
-    """Run one hook as Claude Code does; the additional context it printed ("" for none)."""
+def command(checkout: Path, home: Path, arguments: list[str], cwd: Path, stdin: str = "") -> str:
+    """`memory-mcp ARGUMENTS` of `checkout`, as a process of its own; its stdout."""
     environment = {**os.environ, "MEMORY_MCP_HOME": str(home), "PYTHONPATH": str(checkout)}
     for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         environment.pop(variable, None)
     done = subprocess.run(
-        [sys.executable, "-m", "memory_mcp", "hook", event],
-        input=json.dumps(payload),
+        [sys.executable, "-m", "memory_mcp", *arguments],
+        input=stdin,
         capture_output=True,
         text=True,
         env=environment,
         cwd=cwd,
-        timeout=120,
+        timeout=600,
         check=False,
     )
     if done.returncode != 0 or (done.stderr.strip() and "usage:" not in done.stderr):
-        raise SystemExit(f"{event} hook of {checkout} failed: {done.stderr.strip()[:500]}")
-    if not done.stdout.strip():
+        raise SystemExit(f"{' '.join(arguments)} of {checkout} failed: {done.stderr.strip()[:500]}")
+    return done.stdout
+
+
+def hook(checkout: Path, home: Path, event: str, payload: dict[str, Any], cwd: Path) -> str:
+    """Run one hook as Claude Code does; the additional context it printed ("" for none)."""
+    printed = command(checkout, home, ["hook", event], cwd, json.dumps(payload))
+    if not printed.strip():
         return ""
-    return str(json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"])
+    return str(json.loads(printed)["hookSpecificOutput"]["additionalContext"])
 
 
 def has_hook(checkout: Path, event: str) -> bool:
@@ -255,10 +261,13 @@ def has_hook(checkout: Path, event: str) -> bool:
     return event in parser.stdout
 
 
-def run_session(checkout: Path, workspace: Path) -> Outcome:
+def run_session(checkout: Path, workspace: Path, embeddings: bool) -> Outcome:
     home = workspace / "memory"
     home.mkdir(parents=True)
-    (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0}), encoding="utf-8")
+    config: dict[str, Any] = {"hook_helper_idle_minutes": 0}
+    if embeddings:
+        config["embeddings"] = {"backend": "local"}
+    (home / "config.json").write_text(json.dumps(config), encoding="utf-8")
     folders = {name: workspace / "code" / name for name in HISTORY}
     for folder in folders.values():
         (folder / ".git").mkdir(parents=True)
@@ -269,6 +278,8 @@ def run_session(checkout: Path, workspace: Path) -> Outcome:
                 transcript.prompt(prompt)
                 transcript.reply(text(reply))
             hook(checkout, home, "stop", transcript.stop_input(), folders[name])
+    if embeddings:  # what a running server (or `memory-mcp embed`) computes for what the hooks stored
+        command(checkout, home, ["embed"], workspace)
     outcome = Outcome()
     session = Transcript(workspace / "today.jsonl", "today", str(folders["webshop"]))
     given = ""
@@ -294,6 +305,7 @@ def run_session(checkout: Path, workspace: Path) -> Outcome:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a git worktree of the commit before)")
+    parser.add_argument("--embeddings", action="store_true", help="local embeddings on (vectors computed once stored)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     checkouts = {"this checkout": PROJECT_ROOT}
@@ -302,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for label, checkout in checkouts.items():
         with tempfile.TemporaryDirectory(prefix="bench-injection-") as workspace:
-            results[label] = run_session(checkout, Path(workspace))
+            results[label] = run_session(checkout, Path(workspace), args.embeddings)
     report = {
         label: {
             "tokens": outcome.tokens,

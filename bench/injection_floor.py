@@ -17,7 +17,8 @@ The floor chosen on a training set maximises F-beta of kept and precise with BET
 missed memory is taken to cost nine times a needless line. It is chosen leaving one
 conversation out (five folds), and each fold is reported on the conversation left out. The
 product's floors (memory_mcp/relevance.py) are the median of the fold choices; a gain that does
-not hold on the held-out conversations is not one.
+not hold on the held-out conversations is not one. With --vectors, the exchanges are ranked with
+local vectors too, and the meaning floor is chosen the same way beside the product's word floor.
 
 Usage: .venv/bin/python bench/injection_floor.py [--data PATH] [--vectors] [--json]
 Reads the data set in place (CC BY-NC) and writes nothing into this repository. Always exits 0.
@@ -120,13 +121,22 @@ def collect(data: Path, vectors: bool) -> list[Asked]:
     return asked
 
 
-def measure(asked: list[Asked], floor: float, facts: bool = False) -> dict[str, float]:
-    """kept / precise / F-beta / quiet / shown at `floor`, for the exchanges (or the facts)."""
+def measure(
+    asked: list[Asked], floor: float, facts: bool = False, meaning_floor: float | None = None
+) -> dict[str, float]:
+    """kept / precise / F-beta / quiet / shown at `floor`, for the exchanges (or the facts); with
+    `meaning_floor`, an exchange also clears by its similarity by meaning."""
     evidence = kept = quiet = shown_own = shown_other = 0
     own_questions = other_questions = 0
     for each in asked:
-        items = [(value, gold) for value, gold in each.facts] if facts else [(w, gold) for w, _, gold in each.hits]
-        clearing = [gold for value, gold in items if each.worth and value >= floor]
+        if facts:
+            items = [(value >= floor, gold) for value, gold in each.facts]
+        else:
+            items = [
+                (w >= floor or (meaning_floor is not None and m is not None and m >= meaning_floor), gold)
+                for w, m, gold in each.hits
+            ]
+        clearing = [gold for clears, gold in items if each.worth and clears]
         if each.own:
             own_questions += 1
             evidence += sum(gold for _, gold in items)
@@ -148,18 +158,21 @@ def measure(asked: list[Asked], floor: float, facts: bool = False) -> dict[str, 
     }
 
 
-def choose(asked: list[Asked], floors: list[float], facts: bool) -> float:
-    """The floor with the best F-beta (the higher one on a tie)."""
-    return max(floors, key=lambda floor: (measure(asked, floor, facts)["f_beta"], floor))
+def cross_validate(asked: list[Asked], floors: list[float], facts: bool, by_meaning: bool = False) -> dict[str, Any]:
+    """Five folds, each conversation left out in turn. `by_meaning`: the floor chosen is the
+    meaning floor, beside the product's word floor (what vectors add to the default)."""
 
+    def measured(group: list[Asked], floor: float) -> dict[str, float]:
+        if by_meaning:
+            return measure(group, relevance.WORD_FLOOR, meaning_floor=floor)
+        return measure(group, floor, facts)
 
-def cross_validate(asked: list[Asked], floors: list[float], facts: bool) -> dict[str, Any]:
     folds = []
     for held_out in sorted({each.conversation for each in asked}):
         training = [each for each in asked if each.conversation != held_out]
         testing = [each for each in asked if each.conversation == held_out]
-        floor = choose(training, floors, facts)
-        folds.append({"held_out": held_out, "floor": floor, **measure(testing, floor, facts)})
+        floor = max(floors, key=lambda candidate: (measured(training, candidate)["f_beta"], candidate))
+        folds.append({"held_out": held_out, "floor": floor, **measured(testing, floor)})
     chosen = statistics.median(fold["floor"] for fold in folds)
     return {
         "folds": folds,
@@ -169,7 +182,10 @@ def cross_validate(asked: list[Asked], floors: list[float], facts: bool) -> dict
             for key in ("kept", "precise", "quiet", "shown_own", "shown_other")
         },
         "no_floor": measure(asked, 0.0, facts),
-        "product_floor": measure(asked, relevance.FACT_FLOOR if facts else relevance.WORD_FLOOR, facts),
+        "product_floor": measured(
+            asked,
+            relevance.MEANING_FLOOR if by_meaning else relevance.FACT_FLOOR if facts else relevance.WORD_FLOOR,
+        ),
     }
 
 
@@ -195,17 +211,26 @@ def main(argv: list[str] | None = None) -> int:
         "questions": sum(each.own for each in asked),
         "exchanges": cross_validate(asked, WORD_FLOORS, facts=False),
         "facts": cross_validate(asked, FACT_FLOORS, facts=True),
-        "product": {"WORD_FLOOR": relevance.WORD_FLOOR, "FACT_FLOOR": relevance.FACT_FLOOR},
+        "product": {
+            "WORD_FLOOR": relevance.WORD_FLOOR,
+            "FACT_FLOOR": relevance.FACT_FLOOR,
+            "MEANING_FLOOR": relevance.MEANING_FLOOR,
+        },
     }
+    if args.vectors:
+        report["meaning"] = cross_validate(asked, MEANING_FLOORS, facts=False, by_meaning=True)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(
         f"LoCoMo dev, {report['questions']} questions, each asked of its own memory and of another's; F-beta, beta {BETA:g}"
     )
-    for kind in ("exchanges", "facts"):
+    for kind in ("exchanges", "facts", "meaning"):
+        if kind not in report:
+            continue
         part = report[kind]
-        print(f"\n{kind}: floor chosen leaving one conversation out")
+        what = "meaning floor, beside the word floor," if kind == "meaning" else "floor"
+        print(f"\n{kind}: {what} chosen leaving one conversation out")
         print("  held out   floor   kept  precise  quiet  shown/own  shown/other")
         for fold in part["folds"]:
             print(f"  {fold['held_out']:<9} {fold['floor']:>5.2f}  {_figures(fold)}")

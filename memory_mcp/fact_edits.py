@@ -88,6 +88,7 @@ def add_fact(store: MemoryStore, scope: Scope, request: AddFactRequest, settings
             source="manual",
             pinned=request.pinned,
             expiresAt=request.expires_at,
+            project=request.project,
         )
         outcome["added"] = fact
         facts = cap([*document.facts, fact], settings.memory.max_facts, fact.createdAt)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from memory_mcp.context import MemoryContext
 from memory_mcp.models import (
+    Fact,
     MemoryDocument,
     Page,
     ProfileSections,
@@ -43,10 +44,11 @@ class Found:
     worth_recalling: bool  # the query asks for something (relevance.worth_recalling)
     notes: list[str] = field(default_factory=list)
 
-    def other_project(self, page: Page) -> bool:
-        """Whether the page comes from a project other than the request's (never, without one)."""
+    def other_project(self, item: Page | Fact) -> bool:
+        """Whether an exchange came from, or a fact is about, a project other than the request's
+        (never, without one)."""
         project = self.request.project
-        return project is not None and page.project is not None and page.project != project
+        return project is not None and item.project is not None and item.project != project
 
     def _in_conversation(self, page: Page) -> bool:
         return self.request.thread_id is not None and page.thread_id == self.request.thread_id
@@ -66,16 +68,19 @@ class Found:
         ]
 
     def facts_to_show(self) -> list[ScoredFact]:
-        """Corrections and pinned facts always; the others when relevant to the query, or all of
-        them, best first, when the request asks nothing in particular (an empty query)."""
+        """Corrections and pinned facts always (of another project, only when relevant); the others
+        when relevant to the query (about another project, when clearly so), or all of them, best
+        first, when the request asks nothing in particular (an empty query)."""
         if not self.request.query.strip():
             return list(self.facts)
         return [
             fact
             for fact in self.facts
-            if fact.category == "correction"
-            or fact.pinned
-            or (self.worth_recalling and fact_clears(self.fact_similarity.get(fact.id, 0.0)))
+            if ((fact.category == "correction" or fact.pinned) and not self.other_project(fact))
+            or (
+                self.worth_recalling
+                and fact_clears(self.fact_similarity.get(fact.id, 0.0), self.other_project(fact))
+            )
         ]
 
     def labels(self) -> dict[str, str]:

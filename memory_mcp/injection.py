@@ -111,6 +111,7 @@ def _digest(
         for fact in current(profile.facts or [])
         if (fact.category == "correction" or fact.pinned or fact.confidence >= DIGEST_MIN_CONFIDENCE)
         and fact.id not in ledger.facts
+        and fact.project in (None, session.project)
     ]
     lately = service.latest_exchanges(
         session.user_id,

@@ -56,6 +56,6 @@ def exchange_clears(words: float, meaning: float | None, other_project: bool = F
     return meaning is not None and meaning >= MEANING_FLOOR * factor
 
 
-def fact_clears(similarity: float) -> bool:
+def fact_clears(similarity: float, other_project: bool = False) -> bool:
     """Whether a fact is relevant enough to the prompt to show with it."""
-    return similarity >= FACT_FLOOR
+    return similarity >= FACT_FLOOR * (OTHER_PROJECT_FACTOR if other_project else 1.0)

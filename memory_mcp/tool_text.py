@@ -29,6 +29,7 @@ from memory_mcp.models import (
     StatusResult,
     UserProfileResult,
 )
+from memory_mcp.projects import project_name
 from memory_mcp.tokens import TokenCounter
 from memory_mcp.wording import plural
 
@@ -172,6 +173,8 @@ def _fact_line(fact: Fact) -> str:
     marks = [fact.category, f"{fact.confidence:.2f}"]
     if fact.pinned:
         marks.append("pinned")
+    if fact.project:
+        marks.append(f"project {project_name(fact.project)}")
     if fact.expiresAt:
         marks.append(f"until {fact.expiresAt[:10]}")
     if fact.validTo:

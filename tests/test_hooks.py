@@ -16,6 +16,7 @@ from update_helpers import fact, update
 from waiting import wait_until
 
 from memory_mcp.config import Settings
+from memory_mcp.models import AddFactRequest
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.tokens import TokenCounter
@@ -322,3 +323,27 @@ def test_forget_leaves_no_trace_of_what_sessions_were_given(
     assert list((home / "run" / "sessions").rglob("*.json")), "the session's ledger: ids of what it was given"
     assert cli(home, "forget", "default", "--yes").code == 0
     assert not list((home / "run" / "sessions").rglob("*")), "forget erases the user's ledgers"
+
+
+def test_a_fact_about_one_project_is_given_there_and_elsewhere_only_when_clearly_relevant(
+    home: Path, tmp_path: Path
+) -> None:
+    shop, api = tmp_path / "code" / "webshop", tmp_path / "code" / "python-api"
+    service = MemoryService(Settings(data_storage_path=home))
+    try:
+        for content, project in (
+            ("This repo uses pnpm, never npm", str(shop)),
+            ("Prefers short answers", None),
+        ):
+            service.add_fact(AddFactRequest.build(content=content, confidence=0.95, project=project))
+    finally:
+        service.close()
+    in_shop = Transcript(tmp_path / "shop.jsonl", session_id="shop", cwd=str(shop))
+    in_api = Transcript(tmp_path / "api.jsonl", session_id="api", cwd=str(api))
+
+    shop_digest = context_of(hook(home, "session-start", in_shop.start_input()), "SessionStart")
+    assert "| webshop] This repo uses pnpm" in shop_digest and "Prefers short answers" in shop_digest
+    api_digest = context_of(hook(home, "session-start", in_api.start_input()), "SessionStart")
+    assert "pnpm" not in api_digest and "Prefers short answers" in api_digest, "another project's fact stays out"
+    asked = context_of(hook(home, "prompt", in_api.prompt_input("Does the repo use pnpm or npm?")))
+    assert "| webshop] This repo uses pnpm" in asked, "clearly relevant: given, labelled with its project"

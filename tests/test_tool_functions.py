@@ -42,7 +42,7 @@ PARAMETERS = {
     "get_user_profile": ["include_knowledge", "include_assistant_knowledge", "user_id", "agent_name"],
     "flush_memory": ["user_id", "agent_name", "retry_failed"],
     "search_facts": ["query", "category", "limit", "include_superseded", "as_of", "user_id", "agent_name"],
-    "add_fact": ["content", "category", "confidence", "pinned", "expires_at", "user_id", "agent_name"],
+    "add_fact": ["content", "category", "confidence", "pinned", "expires_at", "project", "user_id", "agent_name"],
     "update_fact": ["fact_id", "content", "category", "confidence", "pinned", "expires_at", "user_id", "agent_name"],
     "delete_fact": ["fact_id", "user_id", "agent_name"],
     "forget": ["user_id", "confirm", "agent_name"],

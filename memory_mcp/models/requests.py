@@ -208,6 +208,7 @@ class AddFactRequest(ToolRequest):
     confidence: float = Field(0.9, ge=0, le=1)
     pinned: bool = Field(False, description="Always keep and show it.")
     expires_at: OptionalTimestamp = Field(None, description="When it stops holding (ISO 8601); omit for never.")
+    project: ProjectPath = Field(None, description="The project's folder, when it holds there only; omit: everywhere.")
     user_id: UserId = None
     agent_name: AgentName = None
 

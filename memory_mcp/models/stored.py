@@ -130,6 +130,9 @@ class Fact(BaseModel):
     supersededBy: str | None = Field(None, description="The fact that replaced it, if one did.")
     pinned: bool = Field(False, description="Never trimmed by max_facts; shown right after corrections.")
     expiresAt: str | None = Field(None, description="When it stops holding by itself, if it does.")
+    project: str | None = Field(
+        None, description="The project it is about ('this repo uses pnpm'); absent: the user's, everywhere."
+    )
 
     def expired(self, now: str) -> bool:
         """Whether it has run out by `now` (a stored timestamp)."""
