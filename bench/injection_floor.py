@@ -45,6 +45,7 @@ from memory_mcp import relevance
 
 BETA = 3.0
 WORD_FLOORS = [round(0.05 * n, 2) for n in range(21)]
+MEANING_FLOORS = [round(0.05 * n, 2) for n in range(17)]
 FACT_FLOORS = [round(0.05 * n, 2) for n in range(13)]
 
 

@@ -48,7 +48,7 @@ def session_digest(
     """The block a session starts with; "" when nothing is remembered yet. `fresh`: its ledger
     starts over, as after a compaction the model holds nothing given before; else (a resumed
     session, whose conversation is there again) only what it was not given yet."""
-    if not service.is_stored(session.user_id, session.agent_name):
+    if not _gives(service, session):
         return ""
     scope = service.resolve_scope(session.user_id, session.agent_name)
     root = service.settings.data_storage_path
@@ -65,7 +65,7 @@ def prompt_block(
     session before, within `max_tokens` (default memory.max_injection_tokens) and `max_chars`.
     Before it, the digest of the project the session has just come to (or of the session, for a
     host without a session-start event). "" when there is nothing worth its tokens."""
-    if not prompt.strip() or not service.is_stored(session.user_id, session.agent_name):
+    if not prompt.strip() or not _gives(service, session):
         return ""
     scope = service.resolve_scope(session.user_id, session.agent_name)
     root = service.settings.data_storage_path
@@ -136,6 +136,11 @@ def _digest(
     ledger.projects.add(_project_key(session.project))
     ledger.record(block.shown_pages, block.shown_facts)
     return block
+
+
+def _gives(service: MemoryService, session: HostSession) -> bool:
+    """Whether there is anything to give: injection on (memory.injection_enabled) and memory stored."""
+    return service.settings.memory.injection_enabled and service.is_stored(session.user_id, session.agent_name)
 
 
 def _project_key(project: str | None) -> str:

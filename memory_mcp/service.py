@@ -216,7 +216,7 @@ class MemoryService:
         it as a <memory> block within the token budget. Exchanges erased while it read them: it
         reads again what is kept (a few times at most, if erases keep coming)."""
         found = self.find(request)
-        block = self.memory_block(found, request.max_tokens)
+        block = self._memory_block(found, request.max_tokens)
         return found.result(block)
 
     def find(
@@ -291,11 +291,9 @@ class MemoryService:
             notes=notes,
         )
 
-    def memory_block(
-        self, found: Found, max_tokens: int | None, max_chars: int | None = None, *, with_profile: bool = True
-    ) -> MemoryContext:
+    def _memory_block(self, found: Found, max_tokens: int | None) -> MemoryContext:
         """The <memory> block of what `found` may show a model, within `max_tokens` (default
-        memory.max_injection_tokens) and `max_chars`; what did not fit is said in `found.notes`."""
+        memory.max_injection_tokens); what did not fit is said in `found.notes`."""
         memory = self.settings.memory
         if not memory.injection_enabled:
             found.notes.append("Context injection is off (memory.injection_enabled is false): context is empty.")
@@ -303,7 +301,7 @@ class MemoryService:
         budget = max_tokens or memory.max_injection_tokens
         request = found.request
         built = build_context(
-            found.document if with_profile else MemoryDocument(),
+            found.document,
             found.facts_to_show(),
             found.recent_to_show(),
             found.earlier_to_show(),
@@ -311,7 +309,6 @@ class MemoryService:
             self._tokens,
             request.relationship_with_user,
             request.style_hint,
-            max_chars=max_chars,
             labels=found.labels(),
         )
         if built.left_out:

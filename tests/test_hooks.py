@@ -347,3 +347,12 @@ def test_a_fact_about_one_project_is_given_there_and_elsewhere_only_when_clearly
     assert "pnpm" not in api_digest and "Prefers short answers" in api_digest, "another project's fact stays out"
     asked = context_of(hook(home, "prompt", in_api.prompt_input("Does the repo use pnpm or npm?")))
     assert "| webshop] This repo uses pnpm" in asked, "clearly relevant: given, labelled with its project"
+
+
+def test_with_injection_off_no_hook_gives_anything(
+    home: Path, transcript: Transcript, next_session: Transcript
+) -> None:
+    hook(home, "stop", transcript.stop_input())
+    (home / "config.json").write_text(json.dumps({"memory": {"injection_enabled": False}}), encoding="utf-8")
+    assert hook(home, "session-start", next_session.start_input()).stdout == ""
+    assert hook(home, "prompt", next_session.prompt_input("Which dataframe library for the CSV?")).stdout == ""
