@@ -185,8 +185,8 @@ def main() -> int:
             set_helper(home, 10, args.embeddings)
             timed([*COMMAND, "hook", "prompt"], prompt, home, 1)  # leaves the helper
             first_helped = timed([*COMMAND, "hook", "prompt"], prompt, home, 1)[0]
-            rss = helper_rss_mb(home)
             warm_p50, warm_p95, out = timed([*COMMAND, "hook", "prompt"], prompt, home, args.runs)
+            rss = helper_rss_mb(home)  # once it has answered: all it loads is loaded
             start = functools.partial(new_session, transcript, "session-start")
             start_p50 = timed([*COMMAND, "hook", "session-start"], start, home, args.runs)[0]
             helper_socket({"MEMORY_MCP_HOME": str(home)}).unlink()  # the helper exits

@@ -236,7 +236,9 @@ def command(checkout: Path, home: Path, arguments: list[str], cwd: Path, stdin: 
         timeout=600,
         check=False,
     )
-    if done.returncode != 0 or (done.stderr.strip() and "usage:" not in done.stderr):
+    # A hook says what went wrong on stderr and exits 0; other commands may report progress there.
+    failed = done.returncode != 0 or (arguments[0] == "hook" and done.stderr.strip() != "")
+    if failed:
         raise SystemExit(f"{' '.join(arguments)} of {checkout} failed: {done.stderr.strip()[:500]}")
     return done.stdout
 
@@ -330,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     recall_questions = sum(turn.kind == "recall" for turn in SESSION)
     print(
-        f"A {len(SESSION)}-turn coding session across 3 projects ({recall_questions} questions answered in earlier sessions)"
+        f"A {len(SESSION)}-turn coding session across 3 projects ({recall_questions} questions answered in "
+        f"earlier sessions); embeddings {'local' if args.embeddings else 'off'}"
     )
     for label, figures in report.items():
         kinds = ", ".join(f"{kind} {tokens}" for kind, tokens in figures["tokens_by_kind"].items())

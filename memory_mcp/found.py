@@ -77,10 +77,7 @@ class Found:
             fact
             for fact in self.facts
             if ((fact.category == "correction" or fact.pinned) and not self.other_project(fact))
-            or (
-                self.worth_recalling
-                and fact_clears(self.fact_similarity.get(fact.id, 0.0), self.other_project(fact))
-            )
+            or (self.worth_recalling and fact_clears(self.fact_similarity.get(fact.id, 0.0), self.other_project(fact)))
         ]
 
     def labels(self) -> dict[str, str]:

@@ -89,6 +89,7 @@ HOST_EXTRACTION_NOTE = (
 WARM_UP_DELAY_SECONDS = 2.0
 RETRIEVE_ATTEMPTS = 3  # reads of the log when exchanges keep being erased under a retrieve
 LATEST_BATCH = 32  # pages read back at a time when looking for the latest of a project
+MAX_PAGE_PROJECTS = 100_000  # page -> project kept per scope for that (~10 MB at most)
 EXTRACTION_DISABLED_NOTE = (
     "The server's own extraction is disabled (memory.enabled is false): the profile and facts grow only from "
     "what the host model passes to add_memory (`facts`, `profile`) and from add_fact."
@@ -115,6 +116,7 @@ class MemoryService:
         self._vector_model = stored_model(self._embedder.model) if self._embedder is not None else ""
         # Vectors are computed by processes that live long enough to; a hook's queries still use them.
         self._embedding = None if self._embedder is None or short_lived else EmbeddingRunner(self.store, self._embedder)
+        self._page_projects: dict[Scope, dict[str, str | None]] = {}  # see latest_exchanges
         self._recall = PageRecall(
             settings,
             self.store,
@@ -607,19 +609,26 @@ class MemoryService:
     ) -> list[Page]:
         """The newest `count` exchanges of `project` (of any, with None) outside thread
         `skip_thread`, oldest first, looked for among the last `among_last` added only (a session's
-        digest must be quick however long the history)."""
-        pages = self.store.read_pages(self.resolve_scope(user_id, agent_name)).pages
+        digest must be quick however long the history). Which project each page looked at belongs
+        to is kept, so that a process that asks again (a hook helper) reads only what it shows."""
+        scope = self.resolve_scope(user_id, agent_name)
+        pages = self.store.read_pages(scope).pages
         pages = pages[: len(pages)]
-        threads = pages.threads
+        ids, threads = pages.ids, pages.threads
         skip = skip_thread or None
         candidates = [n for n in range(len(pages) - 1, max(-1, len(pages) - 1 - among_last), -1) if threads[n] != skip]
+        projects = self._page_projects.setdefault(scope, {})
+        if len(projects) > MAX_PAGE_PROJECTS:
+            projects.clear()
         found: list[Page] = []
         for start in range(0, len(candidates), LATEST_BATCH):
-            for page in pages.pick(candidates[start : start + LATEST_BATCH]):
-                if project is None or page.project == project:
-                    found.append(Page(**_page_fields(page)))
-                    if len(found) == count:
-                        return found[::-1]
+            batch = candidates[start : start + LATEST_BATCH]
+            unknown = [n for n in batch if ids[n] not in projects]
+            projects.update((page.page_id, page.project) for page in pages.pick(unknown))
+            wanted = [n for n in batch if project is None or projects[ids[n]] == project][: count - len(found)]
+            found += [Page(**_page_fields(page)) for page in pages.pick(wanted)]
+            if len(found) == count:
+                break
         return found[::-1]
 
     def find_pages(
@@ -678,6 +687,8 @@ class MemoryService:
         self.store.erase(scope)
         erase_ledgers(self.settings.data_storage_path, scope)  # what host sessions were given: ids only
         self._recall.drop(affected)
+        for each in affected:
+            self._page_projects.pop(each, None)
 
     def _embed_soon(self, scope: Scope) -> None:
         """With embeddings on: have what the scope's pages and facts lack computed in the background."""
