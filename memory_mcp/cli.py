@@ -35,7 +35,10 @@ from memory_mcp.launch import HELPED_HOOKS, command_words
 from memory_mcp.models import (
     ExportRequest,
     FlushRequest,
+    ForgetExchangeRequest,
+    ForgetExchangeResult,
     ForgetRequest,
+    ForgetResult,
     ImportRequest,
     Page,
     ProfileRequest,
@@ -129,9 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=DASHBOARD_PORT, help=f"port on 127.0.0.1 (default {DASHBOARD_PORT})"
     )
     dashboard.add_argument("--open", action="store_true", help="open it in the default browser")
-    forget = command("forget", "erase everything stored for a user (or one agent)")
+    forget = command("forget", "erase everything stored for a user (or one agent), or one exchange")
     forget.add_argument("user")
     forget.add_argument("--agent")
+    forget.add_argument(
+        "--exchange", metavar="ID", help="erase only this exchange (its id as `show --pages N` and `search` list it)"
+    )
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     token_help = "issue, list or revoke the bearer tokens of the HTTP server"
     token = commands.add_parser("token", parents=[shared], help=token_help, description=token_help)
@@ -563,11 +569,20 @@ def _confirmed(question: str, users: list[str]) -> bool:
 
 def _forget(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
-    what = args.user + (f"/{args.agent}" if args.agent else " and all their agents")
-    if not args.yes and not _confirmed(f"Erase everything stored for {what}", [args.user]):
+    scope = args.user + (f"/{args.agent}" if args.agent else "")
+    what = f"exchange {args.exchange} of {scope}" if args.exchange else f"everything stored for {scope}"
+    if not args.exchange and not args.agent:
+        what += " and all their agents"
+    if not args.yes and not _confirmed(f"Erase {what}", [args.user]):
         print("memory-mcp forget: not confirmed; nothing was erased", file=sys.stderr)
         return 1
-    result = service.forget(ForgetRequest.build(user_id=args.user, agent_name=args.agent, confirm=args.user))
+    result: ForgetResult | ForgetExchangeResult
+    if args.exchange:
+        result = service.forget_exchange(
+            ForgetExchangeRequest.build(user_id=args.user, agent_name=args.agent, exchange_id=args.exchange)
+        )
+    else:
+        result = service.forget(ForgetRequest.build(user_id=args.user, agent_name=args.agent, confirm=args.user))
     return _emit(args, result, lambda: _console().change(result))
 
 

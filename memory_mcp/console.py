@@ -15,6 +15,7 @@ from memory_mcp.models import (
     FactChangeResult,
     FactsResult,
     FlushResult,
+    ForgetExchangeResult,
     ForgetResult,
     ImportResult,
     MigrationReport,
@@ -133,7 +134,7 @@ def search(query: str, pages: Sequence[ScoredPage], facts: FactsResult) -> None:
         facts_table(facts.facts, f"facts matching {query!r}")
 
 
-def change(result: FactChangeResult | ForgetResult | ImportResult | FlushResult) -> None:
+def change(result: FactChangeResult | ForgetResult | ForgetExchangeResult | ImportResult | FlushResult) -> None:
     message = getattr(result, "message", None)
     if message:
         out.print(message)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from memory_mcp.clock import format_timestamp, normalise_timestamp
 from memory_mcp.errors import MemoryGone
 from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
+from memory_mcp.page_sequence import PageSequence
 from memory_mcp.pending import thread_key
 from memory_mcp.sessions import session_named
 from memory_mcp.store import MemoryStore, Scope
@@ -37,23 +38,32 @@ def erase_expired(store: MemoryStore, scope: Scope, retention_days: int, moment:
 
         def without(document: MemoryDocument, positions: list[int]) -> MemoryDocument:
             erased[:] = positions
-            # A session's heat counts the exchanges added since it was last analysed for being hot:
-            # those erased leave that count too, or new ones would not count until they outnumbered them.
-            gone = Counter(session_named(pages.threads[n], pages.timestamps[n]) for n in positions)
-            sessions = {
-                name: state.model_copy(update={"counted": max(0, state.counted - gone[name])})
-                if name in gone
-                else state
-                for name, state in document.sessions.items()
-            }
-            return document.model_copy(
-                update={"analysis": renumbered(document.analysis, positions), "sessions": sessions}
-            )
+            return document_without(document, pages, positions)
 
         store.erase_pages(scope, expired, without)
     except MemoryGone:
         return 0
     return len(erased)
+
+
+def document_without(document: MemoryDocument, pages: PageSequence, positions: list[int]) -> MemoryDocument:
+    """The document as it stands once the log loses the pages at `positions` (ascending): analysis
+    progress renumbered, the erased pages out of their sessions' counts and of set-aside batches."""
+    # A session's heat counts the exchanges added since it was last analysed for being hot: those
+    # erased leave that count too, or new ones would not count until they outnumbered them.
+    gone = Counter(session_named(pages.threads[n], pages.timestamps[n]) for n in positions)
+    sessions = {
+        name: state.model_copy(update={"counted": max(0, state.counted - gone[name])}) if name in gone else state
+        for name, state in document.sessions.items()
+    }
+    erased_ids = {pages.ids[n] for n in positions}
+    set_aside = [
+        batch.model_copy(update={"pageIds": [page_id for page_id in batch.pageIds if page_id not in erased_ids]})
+        for batch in document.analysis.setAside
+        if any(page_id not in erased_ids for page_id in batch.pageIds)
+    ]
+    analysis = renumbered(document.analysis, positions).model_copy(update={"setAside": set_aside})
+    return document.model_copy(update={"analysis": analysis, "sessions": sessions})
 
 
 def expired_positions(pages: Sequence[Page], progress: AnalysisProgress, cutoff: str, extraction_on: bool) -> list[int]:

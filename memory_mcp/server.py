@@ -41,6 +41,8 @@ from memory_mcp.models import (
     FactsResult,
     FlushRequest,
     FlushResult,
+    ForgetExchangeRequest,
+    ForgetExchangeResult,
     ForgetRequest,
     ForgetResult,
     ImportRequest,
@@ -153,16 +155,15 @@ TOOLS: dict[str, ToolSpec] = {
         UserProfileResult,
         "User profile",
         READ_ONLY,
-        "What is known about the user as a whole: profile sections and facts. Call it when asked what you "
-        "know about them.",
+        "The user's profile sections and facts. Call it when asked what you know about them.",
     ),
     "flush_memory": ToolSpec(
         FlushRequest,
         FlushResult,
         "Update structured memory now",
         FLUSHES,
-        "Update the profile and facts from the exchanges still waiting, now. Call it when the user asks what "
-        "you know right after telling you something.",
+        "Update the profile and facts from waiting exchanges now: when the user asks what you know right "
+        "after telling you something.",
     ),
     "search_facts": ToolSpec(
         SearchFactsRequest,
@@ -192,6 +193,13 @@ TOOLS: dict[str, ToolSpec] = {
         DESTROYS,
         "Erase a fact for good when the user asks you to forget it.",
     ),
+    "forget_exchange": ToolSpec(
+        ForgetExchangeRequest,
+        ForgetExchangeResult,
+        "Forget an exchange",
+        DESTROYS,
+        "Erase one stored exchange for good when the user asks you to forget it.",
+    ),
     "forget": ToolSpec(
         ForgetRequest,
         ForgetResult,
@@ -204,8 +212,7 @@ TOOLS: dict[str, ToolSpec] = {
         ExportDocument,
         "Export memory",
         READ_ONLY,
-        "Everything stored for the user as one document (the structured result), to keep or move; "
-        "import_memory takes it back.",
+        "Everything stored for the user as one document, to keep or move; import_memory takes it back.",
     ),
     "import_memory": ToolSpec(
         ImportRequest,

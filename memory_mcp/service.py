@@ -33,6 +33,8 @@ from memory_mcp.models import (
     FactsResult,
     FlushRequest,
     FlushResult,
+    ForgetExchangeRequest,
+    ForgetExchangeResult,
     ForgetRequest,
     ForgetResult,
     ImportRequest,
@@ -59,6 +61,7 @@ from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall, time_window
 from memory_mcp.relevance import worth_recalling
+from memory_mcp.retention import document_without
 from memory_mcp.retrieval import LexicalIndex, entry_similarities, rank_by_similarity_and_confidence
 from memory_mcp.session_ledger import erase_ledgers
 from memory_mcp.sessions import SessionView, archived_sessions, session_views
@@ -87,6 +90,7 @@ HOST_EXTRACTION_NOTE = (
 )
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
+ERASE_WAIT_SECONDS = 30.0  # for an update under way, before erasing an exchange says busy
 RETRIEVE_ATTEMPTS = 3  # reads of the log when exchanges keep being erased under a retrieve
 LATEST_BATCH = 32  # pages read back at a time when looking for the latest of a project
 MAX_PAGE_PROJECTS = 100_000  # page -> project kept per scope for that (~10 MB at most)
@@ -485,6 +489,33 @@ class MemoryService:
             removed_pages=pages,
             removed_facts=facts,
             message=f"Erased all memory of {scope.describe()}{' and its agents' if scope.agent_name is None else ''}.",
+        )
+
+    def forget_exchange(self, request: ForgetExchangeRequest) -> ForgetExchangeResult:
+        """Erase one exchange for good: from the log, its vectors, the word index and the sessions'
+        counts, in one step a crash cannot leave half done. What was learned from it stays (facts
+        are erased one by one). An update under way is waited for, as it reads the exchanges by
+        their positions."""
+        scope = self.resolve_scope(request.user_id, request.agent_name)
+        self._require_stored(scope)
+        with self.store.exclusive_updates(scope, wait=ERASE_WAIT_SECONDS) as acquired:
+            if not acquired:
+                raise StorageError(
+                    f"the memory of {scope.describe()} is being updated (an LLM call may take a minute): "
+                    "nothing was erased; try again shortly"
+                )
+            pages = self.store.read_pages(scope).pages
+            if request.exchange_id not in pages.ids:
+                raise NotFound(f"no exchange {request.exchange_id!r} in the memory of {scope.describe()}")
+            self.store.erase_pages(
+                scope, [request.exchange_id], lambda document, positions: document_without(document, pages, positions)
+            )
+        self._page_projects.pop(scope, None)
+        return ForgetExchangeResult(
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            exchange_id=request.exchange_id,
+            message=f"Erased exchange {request.exchange_id} of {scope.describe()} for good.",
         )
 
     def memory_status(self, only_user: str | None = None) -> StatusResult:

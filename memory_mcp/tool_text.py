@@ -23,6 +23,7 @@ from memory_mcp.models import (
     FactChangeResult,
     FactsResult,
     FlushResult,
+    ForgetExchangeResult,
     ForgetResult,
     ImportResult,
     RetrieveMemoryResult,
@@ -149,11 +150,8 @@ def status_text(result: StatusResult, counter: TokenCounter) -> str:
     return _bounded(lines, counter, LIST_TEXT_TOKENS, "lines")
 
 
-def forget_text(result: ForgetResult) -> str:
-    return result.message
-
-
-def import_text(result: ImportResult) -> str:
+def message_text(result: ForgetResult | ForgetExchangeResult | ImportResult) -> str:
+    """A change said in one sentence: its result's message."""
     return result.message
 
 
@@ -219,9 +217,10 @@ TEXTS: dict[str, Callable[[Any, TokenCounter], str]] = {
     "add_fact": lambda result, _: fact_change_text(result),
     "update_fact": lambda result, _: fact_change_text(result),
     "delete_fact": lambda result, _: fact_change_text(result),
-    "forget": lambda result, _: forget_text(result),
+    "forget": lambda result, _: message_text(result),
+    "forget_exchange": lambda result, _: message_text(result),
     "export_memory": lambda result, _: export_text(result),
-    "import_memory": lambda result, _: import_text(result),
+    "import_memory": lambda result, _: message_text(result),
     "memory_status": status_text,
 }
 
@@ -235,6 +234,7 @@ TEXT_BOUNDS = {
     "update_fact": SHORT_TEXT_TOKENS,
     "delete_fact": SHORT_TEXT_TOKENS,
     "forget": SHORT_TEXT_TOKENS,
+    "forget_exchange": SHORT_TEXT_TOKENS,
     "export_memory": SHORT_TEXT_TOKENS,
     "import_memory": SHORT_TEXT_TOKENS,
     "memory_status": LIST_TEXT_TOKENS,

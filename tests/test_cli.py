@@ -220,6 +220,25 @@ def test_forget_without_yes_and_without_a_terminal_refuses_and_erases_nothing(
     assert not (home / "users" / "alice").exists()
 
 
+def test_forget_one_exchange_erases_it_alone_after_asking(home: Path, service: MemoryService) -> None:
+    ids = seed(service)
+    road_bike = ids["pages"][3]
+    before = snapshot(home)
+    refused = cli(home, "forget", "alice", "--exchange", road_bike)
+    assert refused.code == 1 and "--yes" in refused.error_line()
+    assert snapshot(home) == before, "nothing is erased without confirmation"
+
+    done = cli(home, "forget", "alice", "--exchange", road_bike, "--yes", "--json").json()
+    assert done["exchange_id"] == road_bike and done["user_id"] == "alice"
+    shown = cli(home, "show", "alice", "--pages", "10", "--json").json()
+    assert [page["page_id"] for page in shown["pages"]] == [n for n in ids["pages"] if n != road_bike]
+    assert b"road bike" not in b"".join(path.read_bytes() for path in home.rglob("*") if path.is_file())
+    assert "Plans Kyoto trip" in cli(home, "show", "alice", "--facts").stdout, "facts stay"
+
+    unknown = cli(home, "forget", "alice", "--exchange", road_bike, "--yes")
+    assert unknown.code != 0 and road_bike in unknown.error_line()
+
+
 # --- errors: non-zero exit, exactly one stderr line that names the problem ---------------------------
 
 

@@ -162,6 +162,23 @@ def test_facts_are_added_edited_and_deleted_through_the_service(dashboard: str, 
     assert "Runs on Saturdays" not in fact_ids(service, include_superseded=True)
 
 
+def test_one_exchange_is_erased_from_its_page_and_only_that_one(dashboard: str, home: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=home))
+    (sea,) = service.store.read_pages(Scope("alice")).pages.ids
+    page = fetch(f"{dashboard}/users/alice/exchanges/{sea}")[1]
+    erase = f"/users/alice/exchanges/{sea}/forget"
+    assert f'{erase}"' in page and "Erase this exchange" in page and "Erase for good" in page
+
+    assert post(f"{dashboard}{erase}", {}, "https://attacker.example")[0] == 403
+    assert post(f"{dashboard}{erase}", {}, dashboard)[:2] == (303, f"{dashboard}/users/alice")
+    assert list(service.store.read_pages(Scope("alice")).pages.ids) == []
+    assert fetch(f"{dashboard}/users/alice/exchanges/{sea}")[0] == 404
+    assert "Likes pistachio ice cream" in fact_ids(service), "what was learned stays"
+    assert len(service.store.read_pages(Scope("bob")).pages) == 1
+    status, _, again = post(f"{dashboard}{erase}", {}, dashboard)
+    assert status == 400 and sea in again
+
+
 def test_a_bad_fact_changes_nothing_and_says_why(dashboard: str, home: Path) -> None:
     status, _, page = post(f"{dashboard}/users/alice/facts", {"content": "Likes tea", "category": "mood"}, dashboard)
     assert status == 400 and "Nothing was changed: category" in page

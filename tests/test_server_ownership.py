@@ -95,7 +95,7 @@ def test_ownership_tools_and_resources_are_listed_and_resources_read_as_json(hom
         assert tools[name].annotations is not None, name
     for name in ("search_facts", "export_memory", "memory_status"):
         assert tools[name].annotations.read_only_hint is True, name
-    for name in ("delete_fact", "forget", "import_memory"):
+    for name in ("delete_fact", "forget_exchange", "forget", "import_memory"):
         assert tools[name].annotations.destructive_hint is True, name
     assert set(tools["forget"].input_schema["required"]) == {"user_id", "confirm"}
     assert set(tools["import_memory"].input_schema["required"]) == {"data"}

@@ -45,6 +45,7 @@ PARAMETERS = {
     "add_fact": ["content", "category", "confidence", "pinned", "expires_at", "project", "user_id", "agent_name"],
     "update_fact": ["fact_id", "content", "category", "confidence", "pinned", "expires_at", "user_id", "agent_name"],
     "delete_fact": ["fact_id", "user_id", "agent_name"],
+    "forget_exchange": ["exchange_id", "user_id", "agent_name"],
     "forget": ["user_id", "confirm", "agent_name"],
     "export_memory": ["user_id", "agent_name"],
     "import_memory": ["data", "mode", "user_id"],
@@ -59,6 +60,7 @@ REQUIRED = {
     "add_fact": ["content"],
     "update_fact": ["fact_id"],
     "delete_fact": ["fact_id"],
+    "forget_exchange": ["exchange_id"],
     "forget": ["user_id", "confirm"],
     "export_memory": [],
     "import_memory": ["data"],
@@ -113,6 +115,7 @@ RESULT_FIELDS = {
     "add_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
     "update_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
     "delete_fact": {"status", "user_id", "agent_name", "action", "fact", "message"},
+    "forget_exchange": {"status", "user_id", "agent_name", "exchange_id", "message"},
     "forget": {"status", "user_id", "agent_name", "removed_pages", "removed_facts", "message"},
     "export_memory": {"format", "version", "exported_at", "user_id", "agent_name", "memory", "pages", "agents"},
     "import_memory": {
@@ -144,7 +147,7 @@ RESULT_FIELDS = {
         "notes",
     },
 }
-DESTRUCTIVE = {"delete_fact", "forget", "import_memory"}
+DESTRUCTIVE = {"delete_fact", "forget_exchange", "forget", "import_memory"}
 READ_ONLY = {"retrieve_memory", "get_user_profile", "search_facts", "export_memory", "memory_status"}
 PAGE_FIELDS = {"page_id", "user_input", "agent_response", "timestamp", "meta_data", "thread_id", "project"}
 

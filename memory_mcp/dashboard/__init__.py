@@ -41,6 +41,7 @@ from memory_mcp.models import (
     DeleteFactRequest,
     ExportRequest,
     FlushRequest,
+    ForgetExchangeRequest,
     ForgetRequest,
     ImportRequest,
     ProfileRequest,
@@ -71,6 +72,11 @@ class Memory:
 
     user_id: str
     agent_name: str | None = None
+
+    @property
+    def whose(self) -> dict[str, str | None]:
+        """The memory as a request names it."""
+        return {"user_id": self.user_id, "agent_name": self.agent_name}
 
     @property
     def label(self) -> str:
@@ -306,14 +312,13 @@ def create_app(
 
     async def delete_fact(request: Request, memory: Memory) -> Response:
         fact_id = request.path_params["fact_id"]
-        return await changing(
-            request,
-            memory,
-            lambda: service.delete_fact(
-                DeleteFactRequest.build(user_id=memory.user_id, agent_name=memory.agent_name, fact_id=fact_id)
-            ),
-            failed=fact_id,
-        )
+        erase = lambda: service.delete_fact(DeleteFactRequest.build(fact_id=fact_id, **memory.whose))
+        return await changing(request, memory, erase, failed=fact_id)
+
+    async def forget_exchange(request: Request, memory: Memory) -> Response:
+        page_id = request.path_params["page_id"]
+        erase = lambda: service.forget_exchange(ForgetExchangeRequest.build(exchange_id=page_id, **memory.whose))
+        return await changing(request, memory, erase, failed="forget_exchange")
 
     async def flush(request: Request, memory: Memory) -> Response:
         form = await request.form()
@@ -414,6 +419,7 @@ def create_app(
         ("/search", search, ["GET"], "search"),
         ("/exchanges", exchanges, ["GET"], "exchanges"),
         ("/exchanges/{page_id}", exchange, ["GET"], "exchange"),
+        ("/exchanges/{page_id}/forget", forget_exchange, ["POST"], "forget_exchange"),
         ("/facts", add_fact, ["POST"], "add_fact"),
         ("/facts/{fact_id}", edit_fact, ["POST"], "edit_fact"),
         ("/facts/{fact_id}/delete", delete_fact, ["POST"], "delete_fact"),

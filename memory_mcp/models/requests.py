@@ -58,8 +58,8 @@ def _identifier_field(description: str) -> Any:
     ]
 
 
-UserId = _identifier_field("Whose memory; omit for the default user.")
-AgentName = _identifier_field("An agent's own memory; omit for the user's.")
+UserId = _identifier_field("Omit for the default user.")
+AgentName = _identifier_field("Omit for the user's own.")
 FactId = Annotated[str, Field(min_length=1, max_length=64, description="From search_facts.")]
 
 
@@ -132,7 +132,7 @@ class AddMemoryRequest(ToolRequest):
     facts: list[HostFact] | None = Field(
         None,
         max_length=MAX_HOST_FACTS,
-        description="What you learned about the user, as the server's instructions say.",
+        description="What you learned, as the instructions say.",
     )
     profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
         None,
@@ -208,7 +208,7 @@ class AddFactRequest(ToolRequest):
     confidence: float = Field(0.9, ge=0, le=1)
     pinned: bool = Field(False, description="Always keep and show it.")
     expires_at: OptionalTimestamp = Field(None, description="When it stops holding (ISO 8601); omit for never.")
-    project: ProjectPath = Field(None, description="The project's folder, when it holds there only; omit: everywhere.")
+    project: ProjectPath = Field(None, description="Its project's folder if it holds only there.")
     user_id: UserId = None
     agent_name: AgentName = None
 
@@ -244,6 +244,12 @@ class UpdateFactRequest(ToolRequest):
 
 class DeleteFactRequest(ToolRequest):
     fact_id: FactId
+    user_id: UserId = None
+    agent_name: AgentName = None
+
+
+class ForgetExchangeRequest(ToolRequest):
+    exchange_id: Annotated[str, Field(min_length=1, max_length=128, description="From retrieve_memory.")]
     user_id: UserId = None
     agent_name: AgentName = None
 

@@ -134,6 +134,14 @@ class FactChangeResult(BaseModel):
     message: str
 
 
+class ForgetExchangeResult(BaseModel):
+    status: Literal["success"] = "success"
+    user_id: str
+    agent_name: str | None
+    exchange_id: str
+    message: str
+
+
 class ForgetResult(BaseModel):
     status: Literal["success"] = "success"
     user_id: str

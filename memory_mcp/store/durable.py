@@ -38,6 +38,9 @@ class LockTimeout(Exception):
 class FileLock:
     """An exclusive lock across processes (flock on a file of its own, created owner-only as
     needed), taken again by whoever holds it without waiting: the caller serialises its threads.
+    Its holder may delete the file (`delete`), so that an erased memory leaves no lock named
+    after it: whoever then gets the lock of the deleted file sees that the path no longer names
+    it and locks the path's new file instead.
 
     Rather than the `filelock` package: an add takes this lock once, and that package's acquire
     and release cost ~140 µs (fork checks, path resolution) where open, flock and close cost
@@ -59,14 +62,34 @@ class FileLock:
             if self._depth:
                 self._depth += 1
                 return
-            fd = self._opened()
-            try:
-                self._lock(fd, time.monotonic() + timeout)
-            except BaseException:
-                os.close(fd)
-                raise
+            deadline = time.monotonic() + timeout
+            while True:
+                fd = self._opened()
+                try:
+                    self._lock(fd, deadline)
+                    if self._names(fd):
+                        break
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)  # deleted by its holder meanwhile: lock the file the path names now
             self._fd, self._depth = fd, 1
             _HELD.add(self)
+
+    def delete(self) -> None:
+        """Delete the lock's file (held: this lock), leaving the lock held until released."""
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is deleted by whoever holds it only")
+        self.path.unlink(missing_ok=True)
+
+    def _names(self, fd: int) -> bool:
+        """Whether the path still names the file `fd` is open on."""
+        try:
+            named = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
     def release(self) -> None:
         with self._guard:

@@ -5,7 +5,7 @@
     {root}/users/{user}/pages.directory, index.snapshot where each record lies, and the word index:
                                                         derived, saved so that a start need not parse
     {root}/users/{user}/agents/{agent}/...              the same, for one agent of that user
-    {root}/locks/{user}[@{agent}].{log,doc,update}.lock cross-process locks, never deleted
+    {root}/locks/{user}[@{agent}].{log,doc,update}.lock cross-process locks, deleted with their memory
 
 A directory is named after its id, except that an id with capital letters gets them marked
 (`Alice` -> `alice~1`, a bit per letter): ids that differ only in case are different users, and
@@ -490,6 +490,8 @@ class JsonStore:
             for known in self._states.erased(scope):
                 _let_go_of_log(known)
                 known.document = None
+            for each in affected:  # no lock named after the erased memory is left
+                _delete_locks(self._states.get(each))
         with _os_errors(f"finish erasing the memory of {scope.describe()} (it is gone already)"):
             remove_tree(tombstone)
 
@@ -743,15 +745,65 @@ class JsonStore:
             file_lock.release()
 
     def _tidy(self) -> None:
-        """Delete the tombstones of erases a crash cut short (that memory is gone already), and give
-        directories named by an earlier version after an id with capitals their marked name."""
+        """Delete the tombstones of erases a crash cut short (that memory is gone already) and the
+        locks of memory that is not there, and give directories named by an earlier version after
+        an id with capitals their marked name."""
         users = self.root / USERS_DIR
         try:
             _tidy_directory(users)
             for user_dir in _subdirectories(users):
                 _tidy_directory(user_dir / AGENTS_DIR)
+            self._delete_stray_locks()
         except OSError as exc:
             log.warning("could not tidy %s: %s", users, exc.strerror or exc)
+
+    def _delete_stray_locks(self) -> None:
+        """Delete the lock files of scopes that have no memory (erased while a lock was held, or
+        merely looked up): each only when nobody holds it."""
+        for path in sorted((self.root / LOCKS_DIR).glob("*.lock")):
+            scope = _scope_of_lock(path.name)
+            if scope is None or self.scope_dir(scope).is_dir():
+                continue
+            lock = FileLock(path)
+            try:
+                lock.acquire(timeout=0)
+            except LockTimeout:
+                continue  # in use: the next start deletes it
+            try:
+                if not self.scope_dir(scope).is_dir():
+                    lock.delete()
+            finally:
+                lock.release()
+
+
+def _delete_locks(state: _ScopeState) -> None:
+    """Delete the lock files of an erased scope (held: its log and document locks); its update
+    lock too unless an update holds it (then the next start deletes it)."""
+    state.log_file_lock.delete()
+    state.document_file_lock.delete()
+    if not acquire(state.update_guard, 0):
+        return
+    try:
+        state.update_file_lock.acquire(timeout=0)
+    except LockTimeout:
+        state.update_guard.release()
+        return
+    try:
+        state.update_file_lock.delete()
+    finally:
+        state.update_file_lock.release()
+        state.update_guard.release()
+
+
+def _scope_of_lock(name: str) -> Scope | None:
+    """The scope a lock file is named after (`{user}[@{agent}].{kind}.lock`), or None."""
+    owner = name.split(".", 1)[0]
+    user_name, _, agent_name = owner.partition("@")
+    user_id = identifier_of(user_name)
+    agent = identifier_of(agent_name) if agent_name else None
+    if user_id is None or (agent_name and agent is None):
+        return None
+    return Scope(user_id, agent)
 
 
 def _tidy_directory(parent: Path) -> None:

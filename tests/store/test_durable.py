@@ -205,3 +205,47 @@ def test_a_lock_is_one_process_s_and_a_child_forked_meanwhile_does_not_keep_it(t
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
+
+
+def test_a_lock_whose_file_its_holder_deleted_excludes_whoever_locks_the_path_next(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "locks" / "zelda.log.lock"
+    holder, waiter, newcomer = FileLock(path), FileLock(path), FileLock(path)
+    holder.acquire(timeout=0)
+    got = threading.Event()
+
+    def wait_for_it() -> None:
+        waiter.acquire(timeout=30)
+        got.set()
+
+    thread = threading.Thread(target=wait_for_it)
+    thread.start()
+    holder.delete()  # the memory was erased: no file named after it is left
+    assert not path.exists()
+    newcomer.acquire(timeout=0)  # the path's new file
+    holder.release()  # the waiter gets the deleted file's lock, and must see it is stale
+    assert not got.wait(1.0), "two holders at once: one of the deleted file, one of the new"
+    newcomer.release()
+    assert got.wait(30)
+    thread.join()
+    waiter.release()
+    with pytest.raises(RuntimeError):
+        waiter.delete()  # only its holder deletes a lock's file
+
+
+def test_forget_leaves_no_lock_or_name_of_the_user_and_a_new_store_deletes_strays(data_dir: Path) -> None:
+    store = JsonStore(data_dir)
+    page = Page(page_id="page_1", user_input="hi", agent_response="ok", timestamp="2024-05-01T13:56:00Z")
+    for scope in (Scope("zelda"), Scope("zelda", "coder"), Scope("bob")):
+        store.append_page(scope, page)
+        store.write_document(scope, MemoryDocument())
+    store.read_pages(Scope("ghost"))  # looked up: its locks, but no memory
+    store.erase(Scope("zelda"))
+    names = [str(path.relative_to(data_dir)) for path in data_dir.rglob("*")]
+    assert not [name for name in names if "zelda" in name], names
+    assert any("bob" in name for name in names)
+    JsonStore(data_dir)  # a new store (a start) deletes the locks of memory that is not there
+    names = [str(path.relative_to(data_dir)) for path in data_dir.rglob("*")]
+    assert not [name for name in names if "ghost" in name], names
+    assert any(name.startswith("locks/bob.") for name in names)

@@ -26,11 +26,12 @@ from project import PROJECT_ROOT
 from waiting import wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import MemoryGone, StorageError
+from memory_mcp.errors import MemoryGone, NotFound, StorageError
 from memory_mcp.models import (
     AddMemoryRequest,
     ExportRequest,
     Fact,
+    ForgetExchangeRequest,
     ForgetRequest,
     HostFact,
     HostMemory,
@@ -642,6 +643,65 @@ def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend:
 
     merged = again.import_memory(ImportRequest.build(user_id="alice", data=data, mode="merge"))
     assert merged.pages_added == 0 and merged.pages_skipped == 5
+
+
+def stored_bytes(backend: Backend, store: MemoryStore) -> bytes:
+    """Everything the backend holds, as bytes: every file, or every row of every table."""
+    if isinstance(backend, JsonBackend):
+        paths = sorted(backend.root.rglob("*"))
+        names = "\n".join(str(path.relative_to(backend.root)) for path in paths).encode()
+        return names + b"".join(path.read_bytes() for path in paths if path.is_file())
+    assert isinstance(backend, PostgresBackend)
+    tables = backend.sql("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [backend.schema])
+    return b"".join(str(backend.sql(f'SELECT t::text FROM {{schema}}."{table}" t')).encode() for (table,) in tables)
+
+
+def test_one_exchange_erased_leaves_no_trace_and_the_others_as_they_were_on_this_backend(
+    backend: Backend, tmp_path: Path
+) -> None:
+    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    said = ["I keep bees in the garden", "my locker code is zanzibar", "I play the cello", "bees again"]
+    for text in said:
+        service.add_memory(
+            AddMemoryRequest.build(user_id="alice", user_input=text, agent_response="ok", thread_id="t1")
+        )
+    log = service.store.read_pages(USER)
+    erased = log.pages.ids[1]
+    service.store.append_vectors(USER, [PageVector(page_id, "m", 0.01, bytes(8)) for page_id in log.pages.ids])
+    service.store.write_index_snapshot(USER, b"saved words: zanzibar", log.generation)
+    service.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="locker code"))  # cached, indexed
+    with pytest.raises(NotFound):
+        service.forget_exchange(ForgetExchangeRequest.build(user_id="alice", exchange_id="page_unknown"))
+    assert list(service.store.read_pages(USER).pages.ids) == list(log.pages.ids), "an unknown id changes nothing"
+
+    result = service.forget_exchange(ForgetExchangeRequest.build(user_id="alice", exchange_id=erased))
+
+    assert result.exchange_id == erased and "for good" in result.message
+    kept = service.store.read_pages(USER).pages
+    assert [page.user_input for page in kept] == [said[0], said[2], said[3]]
+    assert erased not in {vector.page_id for vector in service.store.read_vectors(USER, 0)[0]}
+    found = service.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="my locker code"))
+    assert "zanzibar" not in found.model_dump_json()
+    assert "zanzibar" not in service.export_memory(ExportRequest.build(user_id="alice")).model_dump_json()
+    held = stored_bytes(backend, service.store)
+    assert b"zanzibar" not in held and erased.encode() not in held
+    # Another instance (another process) reads the same: three exchanges, one session of three.
+    again = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    assert len(again.store.read_pages(USER).pages) == 3
+    assert [view.exchanges for view in again.sessions("alice")] == [3]
+    service.close()
+    again.close()
+
+
+def test_forget_leaves_nothing_that_names_the_user_on_this_backend(backend: Backend, tmp_path: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    for user, agent in (("zelda", None), ("zelda", "coder"), ("bob", None)):
+        service.add_memory(AddMemoryRequest.build(user_id=user, agent_name=agent, user_input="hi", agent_response="ok"))
+        service.retrieve_memory(RetrieveMemoryRequest.build(user_id=user, agent_name=agent, query="hi"))
+    service.forget(ForgetRequest.build(user_id="zelda", confirm="zelda"))
+    service.close()
+    held = stored_bytes(backend, service.store)
+    assert b"zelda" not in held and b"bob" in held
 
 
 def test_background_writes_never_bring_erased_memory_back_on_this_backend(backend: Backend) -> None:
