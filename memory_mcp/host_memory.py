@@ -92,7 +92,8 @@ def _apply_pending_once(store: MemoryStore, scope: Scope, settings: Settings) ->
             except UpdateRejected as exc:  # memory changed since the check: keep the exchange, skip this
                 log.warning("structured memory sent with %s not applied: %s", page.page_id, exc)
                 reports[page.page_id] = UpdateReport(errors=[str(exc)])
-        progress = document.analysis.model_copy(update={"hostBefore": len(pages)})
+        # Another process, having read a longer log, may have applied past our pages: never back.
+        progress = document.analysis.model_copy(update={"hostBefore": max(len(pages), document.analysis.hostBefore)})
         return document.model_copy(update={"analysis": progress})
 
     # Never recreating memory erased since the pages were read, nor applying them to memory begun anew.
