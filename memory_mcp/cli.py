@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     flush.add_argument(
         "--retry-failed", action="store_true", help="also retry exchanges set aside after repeated unusable replies"
     )
+    scrub = command("scrub", "replace secrets and private spans in what is already stored")
+    scrub.add_argument("user", nargs="?", help="only this user and their agents (default: every user)")
     hook_help = "Claude Code hooks: a digest per session, what is relevant to each prompt, each reply remembered"
     hook = commands.add_parser("hook", parents=[shared], help=hook_help, description=hook_help)
     events = hook.add_subparsers(dest="hook_event", metavar="EVENT", required=True)
@@ -637,6 +639,11 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+def _scrub(service: MemoryService, args: argparse.Namespace) -> int:
+    result = service.scrub(args.user)
+    return _emit(args, result, lambda: _console().change(result))
+
+
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
         _require_stored(service, args.user, args.agent)
@@ -731,6 +738,7 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "import": _import,
     "forget": _forget,
     "flush": _flush,
+    "scrub": _scrub,
     "embed": _embed,
     "dashboard": _dashboard,
 }

@@ -48,6 +48,11 @@ class MemorySettings(BaseModel):
         0.7, ge=0, le=1, description="Facts the LLM is less sure of than this are not stored."
     )
     injection_enabled: bool = Field(True, description="Return a ready-to-inject memory context.")
+    redaction: bool = Field(
+        True,
+        description="Replace secrets (API keys, tokens, passwords, private keys) with a typed placeholder and drop "
+        "<private>…</private> spans before anything is stored; `memory-mcp scrub` applies it to what is stored.",
+    )
     max_injection_tokens: int = Field(2000, ge=100, le=8000, description="Token budget of the injected context.")
     digest_tokens: int = Field(
         600,

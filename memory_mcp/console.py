@@ -21,6 +21,7 @@ from memory_mcp.models import (
     MigrationReport,
     Page,
     ScoredPage,
+    ScrubResult,
     StatusResult,
     UserProfileResult,
 )
@@ -134,7 +135,9 @@ def search(query: str, pages: Sequence[ScoredPage], facts: FactsResult) -> None:
         facts_table(facts.facts, f"facts matching {query!r}")
 
 
-def change(result: FactChangeResult | ForgetResult | ForgetExchangeResult | ImportResult | FlushResult) -> None:
+def change(
+    result: FactChangeResult | ForgetResult | ForgetExchangeResult | ImportResult | FlushResult | ScrubResult,
+) -> None:
     message = getattr(result, "message", None)
     if message:
         out.print(message)

@@ -15,7 +15,7 @@ from memory_mcp import __version__, fact_edits, host_memory
 from memory_mcp.clock import now, utc_now
 from memory_mcp.config import Settings
 from memory_mcp.context import MemoryContext, build_context
-from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, open_embedder, stored_model
+from memory_mcp.embeddings import MIN_FACTS_COMPARED, EmbeddingRunner, fact_vector_id, open_embedder, stored_model
 from memory_mcp.errors import InvalidInput, LogReplaced, NotFound, StorageError
 from memory_mcp.facts import current
 from memory_mcp.found import Found, prefer_project
@@ -48,6 +48,7 @@ from memory_mcp.models import (
     ScoredFact,
     ScoredKnowledge,
     ScoredPage,
+    ScrubResult,
     SearchFactsRequest,
     StatusResult,
     StoredPage,
@@ -60,6 +61,7 @@ from memory_mcp.pending import thread_key
 from memory_mcp.portability import documents
 from memory_mcp.portability.documents import MergeCounts, parse_import
 from memory_mcp.recall import PageRecall, time_window
+from memory_mcp.redaction import ModelT, without_secrets
 from memory_mcp.relevance import worth_recalling
 from memory_mcp.retention import document_without
 from memory_mcp.retrieval import LexicalIndex, entry_similarities, rank_by_similarity_and_confidence
@@ -178,6 +180,7 @@ class MemoryService:
         """Store one exchange verbatim, with what the host learned from it applied to structured
         memory; all of it is on disk (fsync'd) when this returns."""
         self._check_sizes(request)
+        request = self._secrets_out(request)
         scope = self.resolve_scope(request.user_id, request.agent_name)
         host = request.host_memory
         page = StoredPage(
@@ -390,12 +393,14 @@ class MemoryService:
         return fact_edits.search_facts(self.store, scope, request, self.settings, relevance_of)
 
     def add_fact(self, request: AddFactRequest) -> FactChangeResult:
+        request = self._secrets_out(request)
         scope = self.resolve_scope(request.user_id, request.agent_name)
         result = fact_edits.add_fact(self.store, scope, request, self.settings)
         self._embed_soon(scope)
         return result
 
     def update_fact(self, request: UpdateFactRequest) -> FactChangeResult:
+        request = self._secrets_out(request)
         scope = self.resolve_scope(request.user_id, request.agent_name)
         self._require_stored(scope)  # a fact of nobody: say so, and create nothing
         result = fact_edits.update_fact(self.store, scope, request, self.settings)
@@ -447,16 +452,18 @@ class MemoryService:
         """The import's document, its scope, and each scope's memory and admitted pages; InvalidInput
         for anything that could not be written."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
+        try:
+            # What cannot be written must fail now, before anything is erased.
+            document = self._secrets_out(document)
+            document.model_dump_json()
+        except ValueError as exc:
+            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         scope = Scope(document.user_id, document.agent_name)
         parts = [(scope, document.memory, self._admitted(document.pages))]
         parts += [
             (Scope(document.user_id, name), agent.memory, self._admitted(agent.pages))
             for name, agent in document.agents.items()
         ]
-        try:
-            document.model_dump_json()  # what cannot be written must fail now, before anything is erased
-        except ValueError as exc:
-            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         return document, scope, parts
 
     def _admitted(self, pages: list[Page]) -> list[Page]:
@@ -517,6 +524,61 @@ class MemoryService:
             exchange_id=request.exchange_id,
             message=f"Erased exchange {request.exchange_id} of {scope.describe()} for good.",
         )
+
+    def scrub(self, user_id: str | None = None) -> ScrubResult:
+        """Apply redaction to what is already stored (a user's memory and their agents', or
+        everyone's), as durably as forget: the exchanges' text rewritten in place with their vectors
+        and the saved word index gone, facts and profile sections rewritten, the vectors of the
+        facts' old wording erased. Whatever memory.redaction says: this is asked for by name."""
+        users = [user_id] if user_id is not None else self.store.list_users()
+        memories = exchanges = documents = 0
+        for user in users:
+            self._require_stored(Scope(user))
+            for scope in self._with_agents(Scope(user)):
+                with self.store.exclusive_updates(scope, wait=ERASE_WAIT_SECONDS) as acquired:
+                    if not acquired:
+                        raise StorageError(
+                            f"the memory of {scope.describe()} is being updated: it was not scrubbed (the ones "
+                            f"before it were); run scrub again shortly"
+                        )
+                    memories += 1
+                    exchanges += self._scrub_exchanges(scope)
+                    documents += self._scrub_document(scope)
+        return ScrubResult(
+            memories=memories,
+            exchanges=exchanges,
+            documents=documents,
+            message=(
+                f"Scrubbed {plural(memories, 'memory', 'memories')}: secrets and private spans replaced in "
+                f"{plural(exchanges, 'exchange')} and in the facts or profile of {plural(documents, 'memory', 'memories')}."
+            ),
+        )
+
+    def _scrub_exchanges(self, scope: Scope) -> int:
+        cleaned = [clean for page in self.store.read_pages(scope).pages if (clean := without_secrets(page)) != page]
+        if cleaned:
+            self.store.rewrite_pages(scope, cleaned)
+            self._embed_soon(scope)  # their vectors, computed anew from the text without secrets
+        return len(cleaned)
+
+    def _scrub_document(self, scope: Scope) -> int:
+        before = self.store.read_document(scope)
+        if without_secrets(before) == before:
+            return 0
+        old_wordings: set[str] = set()
+
+        def change(document: MemoryDocument) -> MemoryDocument:
+            clean = without_secrets(document)
+            old_wordings.update(fact_vector_id(fact.content) for fact in document.facts)
+            old_wordings.difference_update(fact_vector_id(fact.content) for fact in clean.facts)
+            return clean
+
+        self.store.update_document(scope, change, create=False)
+        vectors, _ = self.store.read_vectors(scope, 0)
+        for model in {vector.model for vector in vectors if vector.page_id in old_wordings}:
+            self.store.erase_vectors(scope, model, sorted(old_wordings))
+        self._embed_soon(scope)
+        return 1
 
     def memory_status(self, only_user: str | None = None) -> StatusResult:
         """Storage, extraction and per-user counts; with `only_user`, that user's alone (an
@@ -734,6 +796,10 @@ class MemoryService:
     def resolve_scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         """Whose memory a call means: an id left out (or empty) is the configured default."""
         return Scope(user_id or self.settings.user_id, agent_name or self.settings.assistant_id)
+
+    def _secrets_out(self, model: ModelT) -> ModelT:
+        """What is about to be stored, without secrets or private spans (unless memory.redaction is off)."""
+        return without_secrets(model) if self.settings.memory.redaction else model
 
     def _check_sizes(self, request: AddMemoryRequest) -> None:
         limit = self.settings.max_text_chars

@@ -37,6 +37,7 @@ LAYERS: dict[str, list[str]] = {
         "wording",
         "projects",
         "relevance",
+        "redaction",
     ],
     "store": ["store"],
     "core": [

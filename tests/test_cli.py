@@ -601,3 +601,16 @@ def test_show_and_search_filter_by_project_and_say_each_exchanges_project(home: 
     ], "by the project's name or its whole path"
     assert "webshop" in table.stdout and "python-api" in table.stdout and "(no project)" in table.stdout
     assert found.json()["pages"] == [], "no exchange of python-api says pnpm"
+
+
+def test_scrub_replaces_secrets_stored_before_redaction_was_on(home: Path) -> None:
+    unredacted = MemoryService(Settings(data_storage_path=home, memory={"redaction": False}))
+    unredacted.add_memory(
+        AddMemoryRequest.build(user_input="db password is hunter2x", agent_response="ok", user_id="al")
+    )
+    unredacted.close()
+    done = cli(home, "scrub", "--json").json()
+    assert (done["memories"], done["exchanges"]) == (1, 1)
+    shown = cli(home, "show", "al", "--pages", "1", "--json").json()
+    assert shown["pages"][0]["user_input"] == "db password is [redacted: password]"
+    assert cli(home, "scrub", "nobody").code != 0

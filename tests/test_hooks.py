@@ -356,3 +356,16 @@ def test_with_injection_off_no_hook_gives_anything(
     (home / "config.json").write_text(json.dumps({"memory": {"injection_enabled": False}}), encoding="utf-8")
     assert hook(home, "session-start", next_session.start_input()).stdout == ""
     assert hook(home, "prompt", next_session.prompt_input("Which dataframe library for the CSV?")).stdout == ""
+
+
+def test_stop_stores_no_secret_pasted_in_the_session(home: Path, tmp_path: Path) -> None:
+    session = Transcript(tmp_path / "claude" / "projects" / "-work-app" / "secrets.jsonl")
+    key = "sk-proj-" + "Qw7" * 16 + "T3BlbkFJ" + "pL2" * 16
+    session.prompt(f"Use OPENAI_API_KEY={key} for the tests <private>and my PIN is 4417</private>")
+    session.reply(text("Set it in the CI secrets rather than in the repo."))
+    done = hook(home, "stop", session.stop_input(last_message="Set it in the CI secrets rather than in the repo."))
+    assert (done.code, done.stderr) == (0, "")
+    ((said, _, _),) = stored(home, Scope("default"))
+    assert said == "Use OPENAI_API_KEY=[redacted: openai token] for the tests "
+    held = b"".join(path.read_bytes() for path in home.rglob("*") if path.is_file())
+    assert key.encode() not in held and b"4417" not in held

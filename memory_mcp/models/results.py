@@ -142,6 +142,14 @@ class ForgetExchangeResult(BaseModel):
     message: str
 
 
+class ScrubResult(BaseModel):
+    status: Literal["success"] = "success"
+    memories: int = Field(description="Memories looked through: users' own and their agents'.")
+    exchanges: int = Field(description="Exchanges whose stored text held a secret or a private span.")
+    documents: int = Field(description="Memories whose facts or profile held one.")
+    message: str
+
+
 class ForgetResult(BaseModel):
     status: Literal["success"] = "success"
     user_id: str

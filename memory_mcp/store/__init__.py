@@ -136,6 +136,12 @@ class MemoryStore(Protocol):
         log before or after, never a mix (a backend without transactions finishes an erase a
         crash cut short on its next read). MemoryGone if the scope holds nothing."""
 
+    def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        """Store these pages in place of those with the same ids (same positions, threads and
+        times: their text changed, as a scrub changes it), their vectors erased, the saved word
+        index gone, and the log given a new generation: one step that a crash leaves done or not
+        begun. Ids no longer stored are skipped. MemoryGone if the scope holds nothing."""
+
     def has_index_snapshot(self, scope: Scope) -> bool:
         """Whether the scope has a saved word index to read (a cheap look: a file's presence, a
         row's), so that one is read ahead of the log only where there is one."""

@@ -358,6 +358,38 @@ class JsonStore:
             if marked:
                 self._write_document(state, directory / MEMORY_FILE, lambda d: _marked(d, []))
 
+    def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        """The log and vectors are written aside, then put in place, vectors first: a crash
+        between the two leaves the old text with its vectors gone, which a scrub run again finds."""
+        state = self._states.get(scope)
+        directory = self.scope_dir(scope)
+        replacing = {page.page_id: page for page in pages}
+        path, vectors_path = directory / PAGES_FILE, directory / VECTORS_FILE
+        with (
+            _os_errors(f"rewrite exchanges of {scope.describe()}"),
+            state.log_lock,
+            self._holding(state.log_file_lock, scope),
+        ):
+            if not directory.is_dir():
+                raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+            with opened_for_reading(path) as fd:
+                self._catch_up(fd, path, state, scope)
+                assert state.log is not None
+                data = os.pread(fd, state.log.end, 0)
+                ids = state.log.pages.ids
+            if not any(page_id in replacing for page_id in ids):
+                return
+            lines = (
+                page_record(replacing[page_id]).encode() if page_id in replacing else line
+                for page_id, line in zip(ids, _lines(data, len(data)), strict=True)
+            )
+            aside = [(written_aside(path, b"".join(line + b"\n" for line in lines)), path)]
+            if vectors_path.exists():
+                kept = _vectors_without(read_bytes(vectors_path), lambda vector: vector.page_id in replacing)
+                if kept is not None:
+                    aside.insert(0, (written_aside(vectors_path, kept), vectors_path))
+            self._put_in_place(state, aside)
+
     def _finish_erasing(self, state: _ScopeState, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         """Finish an erase a crash cut short after its document write (held: the document locks)."""
         directory = self.scope_dir(scope)

@@ -216,6 +216,14 @@ _QUERIES = {
         UPDATE {schema}.scopes SET page_count = page_count - %(n)s, generation = DEFAULT
         WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
+    "rewrite_pages": """
+        UPDATE {schema}.pages p SET page = v.page::json
+        FROM unnest(%(ids)s::text[], %(pages)s::text[]) AS v (page_id, page)
+        WHERE p.user_id = %(u)s AND p.agent_name = %(a)s AND p.page_id = v.page_id
+    """,
+    "new_generation": """
+        UPDATE {schema}.scopes SET generation = DEFAULT WHERE user_id = %(u)s AND agent_name = %(a)s
+    """,
     "erase_page_vectors": """
         DELETE FROM {schema}.page_vectors
         WHERE user_id = %(u)s AND agent_name = %(a)s AND page_id = ANY(%(ids)s::text[])
@@ -612,6 +620,26 @@ class PostgresStore:
             PageVector(page_id, model, scale, bytes(components)) for _, page_id, model, scale, components in rows
         ]
         return vectors, rows[-1][0] if rows else after
+
+    def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
+        """One transaction: the scope row locked (appends wait), the pages' records replaced, their
+        vectors and the saved index deleted, and a new generation."""
+        user_id, agent = _key(scope)
+        state = self._states.get(scope)
+        names: dict[str, Any] = {"u": user_id, "a": agent, "ids": [page.page_id for page in pages]}
+
+        def work(conn: psycopg.Connection, _attempt: _Attempt) -> None:
+            with conn.transaction():
+                if conn.execute(self._sql["lock_scope_for_erasing"], names).fetchone() is None:
+                    raise MemoryGone(f"the memory of {scope.describe()} was erased; nothing was written")
+                conn.execute(self._sql["rewrite_pages"], {**names, "pages": [page_record(page) for page in pages]})
+                conn.execute(self._sql["erase_page_vectors"], names)
+                conn.execute(self._sql["erase_index_snapshot"], names)
+                conn.execute(self._sql["new_generation"], names)
+
+        self._run(f"rewrite exchanges of {scope.describe()}", work)
+        with state.log_lock:
+            _let_go_of_log(state)
 
     def erase_pages(
         self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]

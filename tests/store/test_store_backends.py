@@ -28,6 +28,7 @@ from waiting import wait_until
 from memory_mcp.config import Settings
 from memory_mcp.errors import MemoryGone, NotFound, StorageError
 from memory_mcp.models import (
+    AddFactRequest,
     AddMemoryRequest,
     ExportRequest,
     Fact,
@@ -702,6 +703,43 @@ def test_forget_leaves_nothing_that_names_the_user_on_this_backend(backend: Back
     service.close()
     held = stored_bytes(backend, service.store)
     assert b"zelda" not in held and b"bob" in held
+
+
+def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend(
+    backend: Backend, tmp_path: Path
+) -> None:
+    settings = Settings(data_storage_path=tmp_path / "unused", memory={"redaction": False})
+    service = MemoryService(settings, store=backend.store())
+    key = "AKIA" + "QWERTYUIOPASDFGH"
+    said = ["I keep bees", f"my key is {key} <private>and my PIN 4417</private>", "I play the cello"]
+    for text in said:
+        service.add_memory(AddMemoryRequest.build(user_id="alice", user_input=text, agent_response="ok"))
+    service.add_memory(
+        AddMemoryRequest.build(
+            user_id="alice", agent_name="coder", user_input=f"deploy with {key}", agent_response="ok"
+        )
+    )
+    service.add_fact(AddFactRequest.build(user_id="alice", content=f"Their AWS key is {key}"))
+    log = service.store.read_pages(USER)
+    service.store.append_vectors(USER, [PageVector(page_id, "m", 0.01, bytes(8)) for page_id in log.pages.ids])
+    service.store.write_index_snapshot(USER, f"saved words: {key}".encode(), log.generation)
+    assert key.encode() in stored_bytes(backend, service.store)
+
+    result = service.scrub("alice")
+
+    assert (result.memories, result.exchanges, result.documents) == (2, 2, 1)
+    assert key.encode() not in stored_bytes(backend, service.store) and b"4417" not in stored_bytes(
+        backend, service.store
+    )
+    again = MemoryService(settings, store=backend.store())  # another process reads the same
+    pages = again.store.read_pages(USER).pages
+    assert [page.page_id for page in pages] == list(log.pages.ids)
+    assert [page.user_input for page in pages] == [said[0], "my key is [redacted: aws access key] ", said[2]]
+    assert {vector.page_id for vector in again.store.read_vectors(USER, 0)[0]} == {log.pages.ids[0], log.pages.ids[2]}
+    assert again.store.read_index_snapshot(USER) is None
+    assert again.scrub("alice").exchanges == 0, "a second scrub finds nothing"
+    service.close()
+    again.close()
 
 
 def test_background_writes_never_bring_erased_memory_back_on_this_backend(backend: Backend) -> None:
