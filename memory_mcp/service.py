@@ -56,6 +56,7 @@ from memory_mcp.models import (
     UserProfileResult,
     UserSummary,
 )
+from memory_mcp.models.stored import without_nul
 from memory_mcp.page_sequence import PageSequence
 from memory_mcp.pending import thread_key
 from memory_mcp.portability import documents
@@ -456,6 +457,10 @@ class MemoryService:
             # What cannot be written must fail now, before anything is erased.
             document = self._secrets_out(document)
             document.model_dump_json()
+            for name, memory in [("memory", document.memory)] + [
+                (f"agents.{agent}.memory", part.memory) for agent, part in document.agents.items()
+            ]:
+                _refuse_nul(name, memory.model_dump(mode="json"))
         except ValueError as exc:
             raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         scope = Scope(document.user_id, document.agent_name)
@@ -868,6 +873,19 @@ class MemoryService:
 
 
 EMPTY_BLOCK = MemoryContext(text="", tokens=0, left_out={}, shortened=0)
+
+
+def _refuse_nul(where: str, value: Any) -> None:
+    """ValueError naming the first string in `value` (structured memory, as JSON) holding U+0000."""
+    if isinstance(value, str):
+        without_nul(value)
+    elif isinstance(value, list | dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            try:
+                _refuse_nul(f"{where}.{key}", item)
+            except ValueError as exc:
+                raise ValueError(f"{where}.{key}: {exc}" if isinstance(item, str) else str(exc)) from None
 
 
 def _positions_of(pages: PageSequence, thread_id: str | None, page_ids: Collection[str]) -> list[int]:

@@ -27,7 +27,7 @@ from pydantic import (
 from memory_mcp.clock import TIMESTAMP_RULE, normalise_timestamp
 from memory_mcp.errors import InvalidInput
 from memory_mcp.ids import IDENTIFIER_RULE, validate_identifier
-from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, SectionName
+from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, MemoryText, SectionName
 
 MAX_META_DATA_DEPTH = 32
 MAX_QUERY_CHARS = 20_000
@@ -134,7 +134,7 @@ class AddMemoryRequest(ToolRequest):
         max_length=MAX_HOST_FACTS,
         description="What you learned, as the instructions say.",
     )
-    profile: dict[SectionName, Annotated[str, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
+    profile: dict[SectionName, Annotated[MemoryText, StringConstraints(max_length=MAX_SECTION_CHARS)]] | None = Field(
         None,
         description="Sections this exchange changes -> each one's whole new summary.",
     )
@@ -203,7 +203,7 @@ class SearchFactsRequest(ToolRequest):
 
 
 class AddFactRequest(ToolRequest):
-    content: str = Field(min_length=1, max_length=MAX_FACT_CHARS, description="A short self-contained statement.")
+    content: MemoryText = Field(min_length=1, max_length=MAX_FACT_CHARS, description="A short self-contained statement.")
     category: FactCategory = "context"
     confidence: float = Field(0.9, ge=0, le=1)
     pinned: bool = Field(False, description="Always keep and show it.")
@@ -222,7 +222,7 @@ class AddFactRequest(ToolRequest):
 
 class UpdateFactRequest(ToolRequest):
     fact_id: FactId
-    content: str | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording.")
+    content: MemoryText | None = Field(None, min_length=1, max_length=MAX_FACT_CHARS, description="New wording.")
     category: FactCategory | None = None
     confidence: float | None = Field(None, ge=0, le=1)
     pinned: bool | None = None

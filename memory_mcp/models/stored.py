@@ -35,7 +35,18 @@ class Page(BaseModel):
     project: str | None = None  # the repository or folder it was said in (projects.py); None: unknown
 
 
-FactText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+def without_nul(value: str) -> str:
+    """Structured memory holds no U+0000: PostgreSQL's JSON cannot store it, and one such character
+    in a stored document would break that memory for good. The one rule, on both backends."""
+    if "\x00" in value:
+        raise ValueError("must not contain the character U+0000 (NUL)")
+    return value
+
+
+MemoryText = Annotated[str, AfterValidator(without_nul)]
+FactText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS), AfterValidator(without_nul)
+]
 
 
 class ProposedFact(BaseModel):
@@ -47,7 +58,7 @@ class ProposedFact(BaseModel):
     content: FactText = Field(description="One short self-contained statement, in the user's language.")
     category: FactCategory
     confidence: float = Field(ge=0, le=1, description="0.9-1 said outright; 0.7-0.89 strongly implied.")
-    sourceError: str | None = Field(
+    sourceError: MemoryText | None = Field(
         None, max_length=MAX_FACT_CHARS, description="For a correction: the mistake to avoid."
     )
     replaces: str | None = Field(None, pattern=FACT_ID_PATTERN, description="Id of the fact it supersedes.")

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from memory_mcp.config import Settings
@@ -211,7 +214,9 @@ class MemoryStore(Protocol):
 
 
 def open_store(settings: Settings) -> MemoryStore:
-    """The store the settings name; psycopg is imported only when PostgreSQL is used."""
+    """The store the settings name; psycopg is imported only when PostgreSQL is used. A data home
+    another account could write to is refused first (`refuse_unsafe_home`)."""
+    refuse_unsafe_home(settings.data_storage_path)
     storage = settings.storage
     if storage.backend == "postgres":
         from memory_mcp.store.postgres_store import PostgresStore
@@ -231,6 +236,25 @@ def open_store(settings: Settings) -> MemoryStore:
         lock_timeout=storage.lock_timeout_seconds,
         cached_scopes=settings.memory.cached_scopes,
     )
+
+
+def refuse_unsafe_home(home: Path) -> None:
+    """StorageError when the data home exists but is another account's or writable by others:
+    memory planted there (exchanges, facts, a hook helper's socket) would be served as this user's."""
+    try:
+        found = os.stat(home)
+    except FileNotFoundError:
+        return  # made when first needed, owner-only
+    if found.st_uid != os.getuid():
+        raise StorageError(
+            f"the data folder {home} belongs to another account (uid {found.st_uid}, you are {os.getuid()}): "
+            "memory there could have been planted; use a folder of your own (MEMORY_MCP_HOME or data_storage_path)"
+        )
+    if found.st_mode & 0o022:
+        raise StorageError(
+            f"the data folder {home} is writable by other accounts (mode {stat.S_IMODE(found.st_mode):o}): "
+            f"memory there could have been planted; make it yours alone (chmod 700 {home}) or use another"
+        )
 
 
 def already_stored(scope: Scope, page_ids: Sequence[str]) -> StorageError:

@@ -251,9 +251,12 @@ _QUERIES = {
         DELETE FROM {schema}.index_snapshots WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
     "page_count": "SELECT page_count FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s",
+    # Found in the record's text, never by parsing it as JSON: an exchange may hold U+0000, which
+    # PostgreSQL's JSON operators refuse, and one such page made this fail for the whole scope. The
+    # key followed by an object is only ever the record's own (in a string its quotes are escaped).
     "host_memory_from": """
         SELECT EXISTS (SELECT 1 FROM {schema}.pages WHERE user_id = %(u)s AND agent_name = %(a)s
-                       AND position >= %(start)s AND page->'host_memory' IS NOT NULL)
+                       AND position >= %(start)s AND strpos(page::text, '"host_memory":{') > 0)
     """,
     "erase_user": "DELETE FROM {schema}.scopes WHERE user_id = %s",
     "erase_agent": "DELETE FROM {schema}.scopes WHERE user_id = %s AND agent_name = %s",

@@ -661,3 +661,25 @@ def test_forgetting_a_symlinked_user_never_deletes_outside_the_data_dir(
     # The real user is untouched.
     recalled = service.retrieve_memory(RetrieveMemoryRequest.build(query="seed", user_id="alice"))
     assert [p.user_input for p in recalled.short_term_memory] == ["seed"]
+
+
+def test_a_data_home_another_account_could_write_to_is_refused_and_left_alone(tmp_path: Path) -> None:
+    from command_line import cli
+
+    home = tmp_path / "shared-home"
+    planted = home / "users" / "default"
+    planted.mkdir(parents=True)
+    (planted / "pages.jsonl").write_text('{"page_id":"p","user_input":"obey me","agent_response":"ok"}\n')
+    home.chmod(0o700)
+    before = snapshot(home)
+    home.chmod(0o777)
+    refused = cli(home, "users")
+    assert refused.code != 0 and "writable by other accounts" in refused.error_line()
+    home.chmod(0o700)
+    if os.getuid() == 0:  # only root can give a folder away
+        os.chown(home, 65534, -1)
+        other = cli(home, "users")
+        assert other.code != 0 and "belongs to another account" in other.error_line()
+        os.chown(home, 0, -1)
+    assert snapshot(home) == before, "nothing read into memory, nothing written"
+    assert cli(home, "users").code == 0

@@ -26,7 +26,7 @@ from project import PROJECT_ROOT
 from waiting import wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.errors import MemoryGone, NotFound, StorageError
+from memory_mcp.errors import InvalidInput, MemoryGone, NotFound, StorageError
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -740,6 +740,41 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
     assert again.scrub("alice").exchanges == 0, "a second scrub finds nothing"
     service.close()
     again.close()
+
+
+def test_a_nul_in_structured_memory_is_refused_and_writes_nothing_on_this_backend(
+    backend: Backend, tmp_path: Path
+) -> None:
+    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    service.add_memory(
+        AddMemoryRequest.build(user_id="alice", user_input="exchange text may hold \x00", agent_response="ok")
+    )
+    attempts = [
+        lambda: service.add_memory(
+            AddMemoryRequest.build(
+                user_id="alice",
+                user_input="hi",
+                agent_response="ok",
+                facts=[{"content": "likes \x00 tea", "category": "preference", "confidence": 0.9}],
+            )
+        ),
+        lambda: service.add_memory(
+            AddMemoryRequest.build(user_id="alice", user_input="hi", agent_response="ok", profile={"topOfMind": "\x00"})
+        ),
+        lambda: service.add_fact(AddFactRequest.build(user_id="alice", content="likes \x00 tea")),
+    ]
+    for attempt in attempts:
+        with pytest.raises(InvalidInput, match="U\\+0000"):
+            attempt()
+    exported = service.export_memory(ExportRequest.build(user_id="alice")).model_dump(mode="json")
+    exported["memory"]["user"]["workContext"]["summary"] = "works at \x00 Acme"
+    with pytest.raises(InvalidInput, match="memory.user.workContext.summary"):
+        service.import_memory(ImportRequest.build(user_id="bob", data=exported))
+    assert len(service.store.read_pages(USER).pages) == 1 and service.store.list_users() == ["alice"]
+    fact = {"content": "likes green tea", "category": "preference", "confidence": 0.9}
+    service.add_memory(AddMemoryRequest.build(user_id="alice", user_input="tea", agent_response="ok", facts=[fact]))
+    assert [f.content for f in service.store.read_document(USER).facts] == ["likes green tea"]
+    service.close()
 
 
 def test_background_writes_never_bring_erased_memory_back_on_this_backend(backend: Backend) -> None:
