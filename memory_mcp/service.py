@@ -430,7 +430,9 @@ class MemoryService:
             self._erase(scope)  # a user's scope takes their agents with it
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
-            counts.add(documents.import_scope(self.store, part_scope, memory, pages, replace))
+            counts.add(
+                documents.import_scope(self.store, part_scope, memory, pages, replace, self.settings.memory.max_facts)
+            )
             self._embed_soon(part_scope)
         return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
@@ -442,7 +444,9 @@ class MemoryService:
         replace = request.mode == "replace"
         counts = MergeCounts()
         for part_scope, memory, pages in parts:
-            counts.add(documents.planned_import(self.store, part_scope, memory, pages, replace))
+            counts.add(
+                documents.planned_import(self.store, part_scope, memory, pages, replace, self.settings.memory.max_facts)
+            )
         return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts, done=False
         )
@@ -453,22 +457,23 @@ class MemoryService:
         """The import's document, its scope, and each scope's memory and admitted pages; InvalidInput
         for anything that could not be written."""
         document = parse_import(request.data, request.user_id, self.settings.user_id)
-        try:
-            # What cannot be written must fail now, before anything is erased.
-            document = self._secrets_out(document)
-            document.model_dump_json()
-            for name, memory in [("memory", document.memory)] + [
-                (f"agents.{agent}.memory", part.memory) for agent, part in document.agents.items()
-            ]:
-                _refuse_nul(name, memory.model_dump(mode="json"))
-        except ValueError as exc:
-            raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
         scope = Scope(document.user_id, document.agent_name)
-        parts = [(scope, document.memory, self._admitted(document.pages))]
-        parts += [
-            (Scope(document.user_id, name), agent.memory, self._admitted(agent.pages))
+        named = [("", scope, document.memory, document.pages)] + [
+            (f"agents.{name}.", Scope(document.user_id, name), agent.memory, agent.pages)
             for name, agent in document.agents.items()
         ]
+        parts = []
+        for where, part_scope, memory, pages in named:
+            documents.check_imported(where, memory, pages)
+            admitted = self._admitted(pages)
+            try:  # what cannot be written must fail now, before anything is erased
+                clean = self._secrets_out(memory)
+                _refuse_nul(f"{where}memory", clean.model_dump(mode="json"))
+                clean_pages = [self._secrets_out(page) for page in admitted]
+                clean.model_dump_json()
+            except ValueError as exc:
+                raise InvalidInput(f"data cannot be stored ({exc}); nothing was imported") from None
+            parts.append((part_scope, clean, clean_pages))
         return document, scope, parts
 
     def _admitted(self, pages: list[Page]) -> list[Page]:

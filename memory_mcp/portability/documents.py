@@ -6,6 +6,7 @@ Import validates everything before anything is written, so a bad document change
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from memory_mcp.clock import utc_now
 from memory_mcp.errors import InvalidInput
-from memory_mcp.facts import current, normalise
+from memory_mcp.facts import cap, current, normalise
 from memory_mcp.models import (
     EXPORT_FORMAT,
     HISTORY_SECTION_NAMES,
@@ -26,8 +27,13 @@ from memory_mcp.models import (
     ScopeExport,
     Section,
 )
+from memory_mcp.models.stored import MAX_FACT_CHARS
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.wording import plural
+
+# Ids that come from a document: they become parts of addresses (the dashboard's) and records.
+IMPORTED_PAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+IMPORTED_FACT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass
@@ -36,12 +42,44 @@ class MergeCounts:
     pages_skipped: int = 0
     facts_added: int = 0
     facts_skipped: int = 0
+    facts_trimmed: int = 0  # holding facts beyond memory.max_facts, kept as history
 
     def add(self, other: MergeCounts) -> None:
         self.pages_added += other.pages_added
         self.pages_skipped += other.pages_skipped
         self.facts_added += other.facts_added
         self.facts_skipped += other.facts_skipped
+        self.facts_trimmed += other.facts_trimmed
+
+
+def check_imported(where: str, memory: MemoryDocument, pages: Sequence[Page]) -> None:
+    """InvalidInput naming the first imported page or fact that breaks the rules added ones
+    follow: ids of the allowed characters, fact wording within MAX_FACT_CHARS."""
+    for number, page in enumerate(pages):
+        if not IMPORTED_PAGE_ID.fullmatch(page.page_id):
+            raise InvalidInput(
+                f"{where}pages[{number}].page_id {page.page_id[:80]!r}: only letters, digits and _ . : - "
+                "(at most 128); nothing was imported"
+            )
+    for number, fact in enumerate(memory.facts):
+        if not IMPORTED_FACT_ID.fullmatch(fact.id):
+            raise InvalidInput(
+                f"{where}memory.facts[{number}].id {fact.id[:80]!r}: only letters, digits, _ and - (at most 64); "
+                "nothing was imported"
+            )
+        if not fact.content.strip() or len(fact.content) > MAX_FACT_CHARS:
+            raise InvalidInput(
+                f"{where}memory.facts[{number}].content: 1 to {MAX_FACT_CHARS} characters (it has "
+                f"{len(fact.content)}); nothing was imported"
+            )
+
+
+def capped(memory: MemoryDocument, max_facts: int) -> tuple[MemoryDocument, int]:
+    """The memory with at most `max_facts` facts holding (as memory.max_facts keeps them: the
+    least confident unpinned retired, kept as history), and how many were retired."""
+    kept = cap(memory.facts, max_facts, utc_now())
+    trimmed = len(current(memory.facts)) - len(current(kept))
+    return (memory.model_copy(update={"facts": kept}), trimmed) if trimmed else (memory, 0)
 
 
 def parse_import(data: dict[str, Any], user_id: str | None, default_user: str = "default") -> ExportDocument:
@@ -161,13 +199,15 @@ def export_scope(store: MemoryStore, scope: Scope, agents: list[str]) -> ExportD
 
 
 def import_scope(
-    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool, max_facts: int
 ) -> MergeCounts:
-    """Write one scope of an import (the caller erased it first when replacing)."""
+    """Write one scope of an import (the caller erased it first when replacing); its facts are
+    held to `max_facts` as added ones are."""
     if replace:
+        memory, trimmed = capped(memory, max_facts)
         store.append_pages(scope, pages)
         store.write_document(scope, memory)
-        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
+        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts), facts_trimmed=trimmed)
     existing_pages = store.read_pages(scope).pages
     new_pages, counts = merge_pages(existing_pages, pages)
     fresh = not existing_pages
@@ -176,23 +216,32 @@ def import_scope(
 
     def change(document: MemoryDocument) -> MemoryDocument:
         updated, merged["facts"] = merge_documents(document, memory)
+        updated, merged["facts"].facts_trimmed = capped(updated, max_facts)
         # Into an empty scope the pages keep their order, so what was analysed stays analysed.
         return updated.model_copy(update={"analysis": memory.analysis}) if fresh else updated
 
     store.update_document(scope, change)
-    counts.facts_added, counts.facts_skipped = merged["facts"].facts_added, merged["facts"].facts_skipped
+    facts = merged["facts"]
+    counts.facts_added, counts.facts_skipped, counts.facts_trimmed = (
+        facts.facts_added,
+        facts.facts_skipped,
+        facts.facts_trimmed,
+    )
     return counts
 
 
 def planned_import(
-    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool, max_facts: int
 ) -> MergeCounts:
-    """What `import_scope` would add and skip, writing nothing."""
+    """What `import_scope` would add, skip and trim, writing nothing."""
     if replace:
-        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts))
+        return MergeCounts(
+            pages_added=len(pages), facts_added=len(memory.facts), facts_trimmed=capped(memory, max_facts)[1]
+        )
     _, counts = merge_pages(store.read_pages(scope).pages, pages)
-    _, facts = merge_documents(store.read_document(scope), memory)
+    merged, facts = merge_documents(store.read_document(scope), memory)
     counts.facts_added, counts.facts_skipped = facts.facts_added, facts.facts_skipped
+    counts.facts_trimmed = capped(merged, max_facts)[1]
     return counts
 
 
@@ -207,5 +256,11 @@ def import_result(document: ExportDocument, mode: str, counts: MergeCounts, done
         facts_skipped=counts.facts_skipped,
         agents=sorted(document.agents),
         message=f"{'Imported' if done else 'Would import'} {plural(counts.pages_added, 'exchange')} and "
-        f"{plural(counts.facts_added, 'fact')} ({mode}).",
+        f"{plural(counts.facts_added, 'fact')} ({mode})."
+        + (
+            f" {plural(counts.facts_trimmed, 'fact')} beyond memory.max_facts "
+            f"{'were' if done else 'would be'} kept as history only (the least confident)."
+            if counts.facts_trimmed
+            else ""
+        ),
     )

@@ -704,3 +704,69 @@ def test_knowledge_entries_keep_their_order_and_text(tmp_path: Path) -> None:
         "a plain string entry"
     ]
     assert isinstance(document.memory.facts[0], Fact)
+
+
+def _exported_with(service: MemoryService, **changes: Any) -> dict[str, Any]:
+    service.add_memory(AddMemoryRequest.build(user_id="alice", user_input="hi", agent_response="ok"))
+    document = service.export_memory(ExportRequest.build(user_id="alice")).model_dump(mode="json")
+    for key, value in changes.items():
+        document[key] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        (lambda d: d["pages"][0].update(page_id="../x/y"), "pages[0].page_id"),
+        (
+            lambda d: d["memory"]["facts"].append(
+                {"id": "fact/1", "content": "x", "category": "context", "confidence": 0.9}
+            ),
+            "facts[0].id",
+        ),
+        (
+            lambda d: d["memory"]["facts"].append(
+                {"id": "fact_1", "content": "x" * 500_000, "category": "context", "confidence": 0.9}
+            ),
+            "facts[0].content",
+        ),
+    ],
+    ids=["page id with a slash", "fact id with a slash", "500 KB fact"],
+)
+def test_an_import_breaking_the_rules_added_memory_follows_is_refused_whole(
+    data_dir: Path, broken: Any, named: str
+) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir))
+    document = _exported_with(service)
+    broken(document)
+    before = snapshot(data_dir)
+    for mode in ("merge", "replace"):
+        with pytest.raises(InvalidInput, match=named.replace("[", r"\[").replace("]", r"\]")):
+            service.import_memory(ImportRequest.build(user_id="alice", data=document, mode=mode))
+    assert snapshot(data_dir) == before
+
+
+def test_imported_facts_are_held_to_max_facts_and_later_adds_with_facts_still_work(data_dir: Path) -> None:
+    service = MemoryService(Settings(data_storage_path=data_dir))
+    document = _exported_with(service)
+    document["memory"]["facts"] = [
+        {"id": f"fact_{n:08x}", "content": f"Fact number {n}", "category": "context", "confidence": 0.5 + n / 1e5}
+        for n in range(20_000)
+    ]
+    preview = service.preview_import(ImportRequest.build(user_id="bob", data=document))
+    result = service.import_memory(ImportRequest.build(user_id="bob", data=document))
+    assert "19900 facts beyond memory.max_facts were kept as history" in result.message
+    assert "would be kept as history" in preview.message
+    holding = [fact for fact in service.store.read_document(Scope("bob")).facts if fact.validTo is None]
+    assert len(holding) == service.settings.memory.max_facts
+    assert min(fact.content for fact in holding) >= "Fact number 19900", "the most confident are kept"
+    added = service.add_memory(
+        AddMemoryRequest.build(
+            user_id="bob",
+            user_input="I moved to Lisbon",
+            agent_response="ok",
+            facts=[{"content": "Lives in Lisbon", "category": "context", "confidence": 0.95}],
+        )
+    )
+    assert added.structured is not None
+    assert [fact.content for fact in added.structured.facts_added] == ["Lives in Lisbon"]
