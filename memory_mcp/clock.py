@@ -18,10 +18,13 @@ def utc_now() -> str:
 
 
 def format_timestamp(moment: datetime) -> str:
-    """Stored form: UTC, second precision, `Z` suffix. Naive times are taken as UTC."""
+    """Stored form: UTC, second precision, `Z` suffix, the year in four digits (strftime leaves
+    years before 1000 short, and those then sorted as the newest). Naive times are taken as UTC.
+    Stored forms compare as the times they name."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def normalise_timestamp(value: str) -> str:

@@ -2,8 +2,9 @@
 
 The SDK hands a line that is not a JSON-RPC message to the server as an exception, and nothing
 goes back: the host then waits for its own timeout. Here such a line gets the JSON-RPC error at
-once (-32700 for text that is not JSON, -32600 for JSON that is not a message), with `id: null`
-as JSON-RPC prescribes when the id cannot be read, and the server goes on serving.
+once (-32700 for text that is not JSON, -32600 for JSON that is not a message or a request whose
+id is not a string or an integer), with `id: null` as JSON-RPC prescribes when the id cannot be
+read, and the server goes on serving.
 """
 
 from __future__ import annotations
@@ -36,12 +37,31 @@ async def serve_stdio(server: MCPServer) -> None:
                         error = unreadable_line_error(item)
                         log.warning("a line on stdin is not a JSON-RPC message: %s", error.error.message)
                         await write_stream.send(SessionMessage(error))
+                    elif is_request_without_usable_id(item.message):
+                        log.warning("a request on stdin has no usable id (%s)", item.message.method)
+                        await write_stream.send(SessionMessage(INVALID_ID_ERROR))
                     else:
                         await to_server.send(item)
 
         async with anyio.create_task_group() as group:
             group.start_soon(answer_unreadable_lines)
             await lowlevel.run(from_client, write_stream, lowlevel.create_initialization_options())
+
+
+INVALID_ID_ERROR = types.JSONRPCError(
+    jsonrpc="2.0",
+    id=None,
+    error=types.ErrorData(
+        code=INVALID_REQUEST, message="Invalid Request: a request's id must be a string or an integer"
+    ),
+)
+
+
+def is_request_without_usable_id(message: object) -> bool:
+    """A request whose id is an object, a float, a boolean or null reads as a notification (the SDK
+    drops the id it cannot take) and would get no answer at all; but every MCP notification's
+    method is `notifications/...`, so one named like a request is such a request."""
+    return isinstance(message, types.JSONRPCNotification) and not message.method.startswith("notifications/")
 
 
 def unreadable_line_error(problem: Exception) -> types.JSONRPCError:

@@ -543,6 +543,10 @@ def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(hom
         for garbage in (b"this is not json", b'{"jsonrpc": "2.0", "id": 99', b"[1, 2, 3]"):
             server.send_line(garbage)
         assert server.request("ping")["result"] == {}
+        # A request whose id is not a string or an integer is answered too: -32600, id null.
+        for bad_id in ({"a": 1}, 1.5, True, None):
+            server.send({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"})
+        assert server.request("ping")["result"] == {}
 
         code = server.close_stdin_and_wait(timeout=5)
         assert code == 0, f"the server did not exit by itself within 5s after stdin closed (exit code {code})"
@@ -558,7 +562,13 @@ def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(hom
         if "id" in message and "method" not in message:
             response_ids.append(message["id"])
     # One response per request, in order (a parse-error response for the garbage, id null, is fine).
-    assert [i for i in response_ids if i is not None] == list(range(1, 10)), response_ids
+    assert [i for i in response_ids if i is not None] == list(range(1, 11)), response_ids
+    unusable_ids = [
+        message
+        for message in map(json.loads, lines)
+        if message.get("id", 0) is None and "id must be" in message.get("error", {}).get("message", "")
+    ]
+    assert len(unusable_ids) == 4, "every request with an unusable id is answered -32600"
     # The logs went to stderr.
     assert "memory-mcp" in stderr
     assert "../x" in stderr, "the refused call was expected to be logged on stderr"

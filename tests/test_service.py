@@ -77,6 +77,8 @@ def test_page_ids_are_unique(service: MemoryService) -> None:
         ("2024-05-01T15:56:00+02:00", "2024-05-01T13:56:00Z"),
         ("2024-05-01T08:26:00-05:30", "2024-05-01T13:56:00Z"),
         ("2024-05-01T13:56:00.987654Z", "2024-05-01T13:56:00Z"),
+        ("0999-05-01T13:56:00Z", "0999-05-01T13:56:00Z"),
+        ("0001-01-01 00:00:00", "0001-01-01T00:00:00Z"),
     ],
 )
 def test_timestamps_are_normalised_to_utc(service: MemoryService, data_dir: Path, given: str, stored: str) -> None:
@@ -84,6 +86,13 @@ def test_timestamps_are_normalised_to_utc(service: MemoryService, data_dir: Path
 
     assert result.timestamp == stored
     assert stored_pages(data_dir)[0]["timestamp"] == stored
+
+
+def test_an_exchange_dated_before_the_year_1000_is_the_oldest_not_the_newest(service: MemoryService) -> None:
+    add(service, "said in 2024", timestamp="2024-05-01T13:56:00Z")
+    add(service, "said in 999", timestamp="0999-05-01T13:56:00Z")
+    recent = service.retrieve_memory(RetrieveMemoryRequest.build(query="said"))
+    assert [page.user_input for page in recent.short_term_memory] == ["said in 999", "said in 2024"]
 
 
 @pytest.mark.parametrize("bad", ["yesterday", "2024-13-01 00:00:00", "01/05/2024 13:56", "2024-05-01T25:00:00Z"])
