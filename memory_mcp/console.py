@@ -47,7 +47,7 @@ def note_line(note: str) -> None:
 
 
 def status(result: StatusResult) -> None:
-    out.print(f"memory-mcp {result.version}  data: {result.data_dir}")
+    out.print(f"memory-mcp {result.version}  data: {result.data_dir or '(not shown)'}")
     extraction = {
         "server": f"extracted by this server ({result.llm_model})",
         "host": "sent by the host model",

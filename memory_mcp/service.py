@@ -592,8 +592,9 @@ class MemoryService:
 
     def memory_status(self, only_user: str | None = None) -> StatusResult:
         """Storage, extraction and per-user counts; with `only_user`, that user's alone (an
-        authenticated caller sees nothing of the others, not even their ids). A user whose files
-        are damaged is listed with the reason, and the others as usual."""
+        authenticated caller sees nothing of the others, not even their ids, nor where the
+        instance keeps memory or how much it holds). A user whose files are damaged is listed with
+        the reason, and the others as usual."""
         listed = self.store.list_users()
         users = []
         documents: list[MemoryDocument] = []
@@ -617,7 +618,7 @@ class MemoryService:
             notes.append(f"Damaged memory (its calls fail until it is repaired): {', '.join(damaged)}; see `problem`.")
         return StatusResult(
             version=__version__,
-            data_dir=self.store.location,
+            data_dir=self.store.location if only_user is None else None,
             storage_ok=storage_ok,
             users=users,
             llm_configured=self.settings.llm_configured,
@@ -625,8 +626,8 @@ class MemoryService:
             llm_model=self.settings.llm_model if self.settings.llm_configured else None,
             llm_base_url=_without_credentials(self.settings.openai_base_url),
             token_counter=self._tokens.method,  # type: ignore[arg-type]
-            queued_updates=self._updates.queued(),
-            scopes_in_memory=self._recall.cached(),
+            queued_updates=self._updates.queued(only_user),
+            scopes_in_memory=self._recall.cached() if only_user is None else 0,
             last_update_errors=errors,
             notes=notes,
         )

@@ -133,7 +133,7 @@ def status_text(result: StatusResult, counter: TokenCounter) -> str:
     else:
         extraction = {"host": "extraction by the host model", "off": "no extraction yet"}[result.extraction]
     head = (
-        f"memory-mcp {result.version}; data in {result.data_dir}; {storage}; {extraction}; "
+        f"memory-mcp {result.version}; {f'data in {result.data_dir}; ' if result.data_dir else ''}{storage}; {extraction}; "
         f"{result.queued_updates} updates queued; {plural(len(result.users), 'user')}:"
     )
     users = []

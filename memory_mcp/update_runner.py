@@ -93,8 +93,10 @@ class UpdateRunner:
             for scope in scopes:
                 self._queue.discard(scope)
 
-    def queued(self) -> int:
-        return len(self._queue.queued()) if self._queue is not None else 0
+    def queued(self, only_user: str | None = None) -> int:
+        """Updates waiting: all of them, or `only_user`'s."""
+        waiting = self._queue.queued() if self._queue is not None else []
+        return sum(1 for scope, _ in waiting if only_user is None or scope.user_id == only_user)
 
     def last_errors(self, only_user: str | None) -> list[str]:
         errors = self._queue.last_errors.items() if self._queue is not None else []

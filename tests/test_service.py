@@ -517,3 +517,17 @@ def test_a_time_the_query_names_lifts_exchanges_from_then_without_dropping_the_o
     assert ranked("where did I go hiking last week?") == ["Birch", "Cedar", "Alder"]
     assert ranked("我上周去哪里 hiking?")[0] == "Birch"
     assert ranked("hiking last year")[0] == "Alder"
+
+
+def test_status_for_one_user_shows_nothing_of_the_instance_or_the_others(make_service: Any) -> None:
+    service = make_service(memory={"debounce_seconds": 300})
+    service.start()
+    for user in ("alice", "bob", "carol"):
+        add(service, f"{user} says hi", user_id=user)
+    service.retrieve_memory(RetrieveMemoryRequest.build(query="hi", user_id="bob"))
+    whole = service.memory_status()
+    mine = service.memory_status(only_user="alice")
+    assert whole.data_dir and whole.queued_updates == 3 and whole.scopes_in_memory >= 1
+    assert [user.user_id for user in mine.users] == ["alice"]
+    assert (mine.data_dir, mine.queued_updates, mine.scopes_in_memory) == (None, 1, 0)
+    assert str(service.settings.data_storage_path) not in mine.model_dump_json()

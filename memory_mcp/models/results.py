@@ -188,7 +188,7 @@ class UserSummary(BaseModel):
 class StatusResult(BaseModel):
     status: Literal["success"] = "success"
     version: str
-    data_dir: str
+    data_dir: str | None = Field(description="Where memory is kept; not shown to a caller authenticated by a token.")
     storage_ok: bool = Field(description="Whether memory can be stored right now (the data directory is writable).")
     users: list[UserSummary]
     llm_configured: bool
@@ -198,7 +198,7 @@ class StatusResult(BaseModel):
     llm_model: str | None
     llm_base_url: str | None
     token_counter: Literal["tiktoken", "char"]
-    queued_updates: int
+    queued_updates: int = Field(description="Updates waiting (for a token holder: of their memory alone).")
     scopes_in_memory: int = Field(
         0,
         description="Users and agents whose search index this process holds now (memory.cached_scopes at most, "
