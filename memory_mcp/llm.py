@@ -121,7 +121,8 @@ class ChatClient:
             except _RefusedParameter as refused:
                 if not self._step_down(accepted, refused):
                     raise LLMPermanentError(
-                        f"LLM endpoint refused the request (400: {refused.message}): check llm_model and key"
+                        f"LLM endpoint refused the request for model {self.model!r} (400: {refused.message}): "
+                        "check llm_model and the key"
                     ) from None
 
     def _request(
@@ -196,7 +197,7 @@ class ChatClient:
                 raise LLMTransientError(f"LLM endpoint too slow: no complete reply within {self._timeout:g} s")
         client.close()
         if "error" in outcome:
-            raise _classified(outcome["error"]) from outcome["error"]
+            raise _classified(outcome["error"], self.model) from outcome["error"]
         return _completion(outcome["response"])
 
 
@@ -223,8 +224,10 @@ class _RefusedParameter(Exception):
         return any(word in text for word in words)
 
 
-def _classified(exc: Exception) -> Exception:
-    """Worth retrying, not until the configuration changes, or a parameter to stop sending."""
+def _classified(exc: Exception, model: str) -> Exception:
+    """Worth retrying, not until the configuration changes, or a parameter to stop sending. A
+    refusal names the model asked for and says what the endpoint said (a 404 is most often a
+    model the endpoint does not have)."""
     import openai
 
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
@@ -236,7 +239,10 @@ def _classified(exc: Exception) -> Exception:
             return _RefusedParameter(_error_message(exc), _error_parameter(exc))
         if exc.status_code >= 500 or exc.status_code in (408, 409):
             return LLMTransientError(f"LLM endpoint error {exc.status_code}")
-        return LLMPermanentError(f"LLM endpoint refused the request ({exc.status_code}): check model and key")
+        return LLMPermanentError(
+            f"LLM endpoint refused the request for model {model!r} ({exc.status_code}: {_error_message(exc)}): "
+            "check llm_model and the key"
+        )
     # openai.APIError, or ValueError: a 200 whose body is not JSON (cut off, or a proxy's HTML page).
     return LLMTransientError(f"LLM endpoint returned an unusable response: {type(exc).__name__}")
 

@@ -31,7 +31,7 @@ from tool_helpers import Tools
 from waiting import stays, wait_until
 
 from memory_mcp.config import Settings
-from memory_mcp.models import Fact, MemoryDocument
+from memory_mcp.models import AddMemoryRequest, Fact, FlushRequest, MemoryDocument
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
 
@@ -553,3 +553,16 @@ def test_over_stdio_a_hanging_llm_blocks_no_call_and_its_work_is_done_once_it_an
         assert call(server, "memory_status")[0]["last_update_errors"] == []
         assert server.close_stdin_and_wait() == 0
     assert_no_error_text(data_dir)
+
+
+@pytest.mark.parametrize("status", [404, 400])
+def test_a_refusal_names_the_model_asked_for_and_what_the_endpoint_said(
+    make_service: Any, llm: ScriptedLLM, status: int
+) -> None:
+    llm.default = Step(status=status, error_message="The model `qwen9:7b` does not exist")
+    service = make_service(llm_model="qwen9:7b")
+    service.add_memory(AddMemoryRequest.build(user_id="alice", user_input="I write Go", agent_response="ok"))
+    flushed = service.flush_memory(FlushRequest.build(user_id="alice"))
+    (error,) = flushed.errors
+    assert "'qwen9:7b'" in error and f"({status}: The model `qwen9:7b` does not exist)" in error
+    assert flushed.pending_pages == 1, "the exchange waits for a model that exists"
