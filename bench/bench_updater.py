@@ -295,6 +295,7 @@ def make_service(data_dir: Path, base_url: str | None, debounce: float) -> Any:
     fields: dict[str, Any] = {"data_storage_path": data_dir, "memory": {"debounce_seconds": debounce}}
     if base_url:
         fields["openai_base_url"] = base_url
+        fields["llm_model"] = "scripted-model"  # the scripted endpoint takes any; none is guessed
     service = MemoryService(Settings(**fields))
     service.start()
     return service

@@ -203,7 +203,12 @@ class Settings(BaseModel):
     openai_base_url: str | None = Field(
         None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (or env OPENAI_BASE_URL)."
     )
-    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Chat model used to extract memory.")
+    llm_model: str | None = Field(
+        None,
+        min_length=1,
+        description="Chat model used to extract memory, as the endpoint names it; never guessed: without it "
+        "the server does not extract.",
+    )
     short_term_capacity: int = Field(
         10, ge=1, le=1000, description="Most recent exchanges always returned as short-term memory."
     )
@@ -258,7 +263,13 @@ class Settings(BaseModel):
 
     @property
     def llm_configured(self) -> bool:
-        """Extraction runs only when an endpoint or key says where to send it."""
+        """Extraction runs only when an endpoint or key says where to send it and llm_model which
+        model to ask (a guessed one fails at the first update, with a 404 naming neither)."""
+        return self.llm_endpoint_set and self.llm_model is not None
+
+    @property
+    def llm_endpoint_set(self) -> bool:
+        """Whether an endpoint or key is set (with llm_model missing, extraction stays off and says why)."""
         return bool(self.openai_base_url or self.openai_api_key)
 
 

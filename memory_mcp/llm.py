@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory_mcp.errors import LLMPermanentError, LLMTransientError
+from memory_mcp.redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ class ChatClient:
                 raise LLMTransientError(f"LLM endpoint too slow: no complete reply within {self._timeout:g} s")
         client.close()
         if "error" in outcome:
-            raise _classified(outcome["error"], self.model) from outcome["error"]
+            raise _classified(outcome["error"], self.model, self._api_key) from outcome["error"]
         return _completion(outcome["response"])
 
 
@@ -224,7 +225,7 @@ class _RefusedParameter(Exception):
         return any(word in text for word in words)
 
 
-def _classified(exc: Exception, model: str) -> Exception:
+def _classified(exc: Exception, model: str, api_key: str | None) -> Exception:
     """Worth retrying, not until the configuration changes, or a parameter to stop sending. A
     refusal names the model asked for and says what the endpoint said (a 404 is most often a
     model the endpoint does not have)."""
@@ -236,22 +237,28 @@ def _classified(exc: Exception, model: str) -> Exception:
         return LLMTransientError("LLM endpoint is rate limiting (429)")
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code in (400, 422):
-            return _RefusedParameter(_error_message(exc), _error_parameter(exc))
+            return _RefusedParameter(_error_message(exc, api_key), _error_parameter(exc))
         if exc.status_code >= 500 or exc.status_code in (408, 409):
             return LLMTransientError(f"LLM endpoint error {exc.status_code}")
         return LLMPermanentError(
-            f"LLM endpoint refused the request for model {model!r} ({exc.status_code}: {_error_message(exc)}): "
+            f"LLM endpoint refused the request for model {model!r} ({exc.status_code}: {_error_message(exc, api_key)}): "
             "check llm_model and the key"
         )
     # openai.APIError, or ValueError: a 200 whose body is not JSON (cut off, or a proxy's HTML page).
     return LLMTransientError(f"LLM endpoint returned an unusable response: {type(exc).__name__}")
 
 
-def _error_message(exc: Any) -> str:
+def _error_message(exc: Any, api_key: str | None) -> str:
+    """What the endpoint said, on one line; without the key or any secret (an endpoint may quote
+    the key it refused, and this message reaches tool results and logs)."""
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error", body)
-    message = error.get("message") if isinstance(error, dict) else None
-    return " ".join(str(message or exc.message or "bad request").split())[:500]
+    message = " ".join(
+        str((error.get("message") if isinstance(error, dict) else None) or exc.message or "bad request").split()
+    )
+    if api_key:
+        message = message.replace(api_key, "[the key]")
+    return redact(message)[:500]
 
 
 def _error_parameter(exc: Any) -> str:

@@ -97,6 +97,11 @@ ERASE_WAIT_SECONDS = 30.0  # for an update under way, before erasing an exchange
 RETRIEVE_ATTEMPTS = 3  # reads of the log when exchanges keep being erased under a retrieve
 LATEST_BATCH = 32  # pages read back at a time when looking for the latest of a project
 MAX_PAGE_PROJECTS = 100_000  # page -> project kept per scope for that (~10 MB at most)
+NO_MODEL_NOTE = (
+    "An LLM endpoint is set but llm_model (or MEMORY_MCP_LLM_MODEL) is not: this server extracts nothing until it "
+    "names the model to ask (none is guessed); meanwhile the profile and facts grow from what the host model "
+    "passes to add_memory."
+)
 EXTRACTION_DISABLED_NOTE = (
     "The server's own extraction is disabled (memory.enabled is false): the profile and facts grow only from "
     "what the host model passes to add_memory (`facts`, `profile`) and from add_fact."
@@ -837,7 +842,9 @@ class MemoryService:
     def _extraction_notes(self) -> list[str]:
         if self.extraction_on:
             return []
-        return [EXTRACTION_DISABLED_NOTE if not self.settings.memory.enabled else HOST_EXTRACTION_NOTE]
+        if not self.settings.memory.enabled:
+            return [EXTRACTION_DISABLED_NOTE]
+        return [NO_MODEL_NOTE if self.settings.llm_endpoint_set else HOST_EXTRACTION_NOTE]
 
     def _rank_entries(
         self, entries: Sequence[Fact | KnowledgeEntry], about: str, scored: type[ScoredT], relevance: Any = None

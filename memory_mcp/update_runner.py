@@ -38,6 +38,7 @@ class UpdateRunner:
         self._running_guard = threading.Lock()
         self._retention_at: dict[Scope, float] = {}  # when retention last looked at a scope (monotonic)
         if extraction_on:
+            assert settings.llm_model is not None  # extraction_on requires it
             memory = settings.memory
             chat = ChatClient(
                 base_url=settings.openai_base_url,

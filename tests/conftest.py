@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import pytest
 from hook_helpers import stop_hook_helpers
-from scripted_llm import ScriptedLLM
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM
 from update_helpers import TEST_MEMORY, ServiceFactory
 
 from memory_mcp.config import Settings
@@ -74,7 +74,7 @@ def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
             data_storage_path=data_dir,
             openai_base_url=llm.base_url if base_url == "scripted" else base_url,
             memory={**TEST_MEMORY, **(memory or {})},
-            **top,
+            **{"llm_model": SCRIPTED_MODEL, **top},
         )
         service = MemoryService(settings)
         opened.append(service)

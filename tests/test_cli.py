@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from command_line import Outcome, cli
 from sample_memory import DEERFLOW_MEMORY, memoryos_dir, write_json
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import snapshot, write_config
 
 from memory_mcp.config import Settings
@@ -496,6 +496,7 @@ def test_flush_without_and_with_an_llm(home: Path, service: MemoryService, tmp_p
         {
             "data_storage_path": str(home),
             "openai_base_url": llm.base_url,
+            "llm_model": SCRIPTED_MODEL,
             "openai_api_key": "test-key",
             "memory": {"llm_max_attempts": 1, "llm_timeout_seconds": 10},
         },

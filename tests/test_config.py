@@ -66,7 +66,9 @@ def test_environment_fills_empty_llm_fields() -> None:
 
     assert settings.openai_api_key == "sk-from-env"
     assert settings.openai_base_url == "http://127.0.0.1:11434/v1"
-    assert settings.llm_configured is True
+    assert settings.llm_configured is False, "no model is guessed"
+    named = load_settings(None, environ={**environ, "MEMORY_MCP_LLM_MODEL": "qwen2.5:7b"})
+    assert (named.llm_model, named.llm_configured) == ("qwen2.5:7b", True)
 
 
 def test_environment_does_not_override_values_in_the_file(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from claude_code_session import Transcript, coding_session, text
 from command_line import Outcome, cli
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from update_helpers import fact, update
 from waiting import wait_until
 
@@ -250,7 +250,15 @@ def test_what_stop_stores_is_analysed_after_the_quiet_time_without_holding_up_th
     try:
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"memory": {"debounce_seconds": 0}}), encoding="utf-8")
-        outcome = hook(home, "stop", transcript.stop_input(), "--config", str(config), OPENAI_BASE_URL=llm.base_url)
+        outcome = hook(
+            home,
+            "stop",
+            transcript.stop_input(),
+            "--config",
+            str(config),
+            OPENAI_BASE_URL=llm.base_url,
+            MEMORY_MCP_LLM_MODEL=SCRIPTED_MODEL,
+        )
         assert (outcome.code, outcome.stdout, outcome.stderr) == (0, "", "")
         assert all(answer is None for answer in llm.answered), "the hook did not wait for the LLM"
 

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from http_helpers import HttpServer, http_client, issue_token
 from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
-from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
+from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, exchanges_of, reply
 from stdio_helpers import add, recall, run, write_config
 
 from memory_mcp.config import load_settings
@@ -57,6 +57,7 @@ def test_two_instances_on_one_database_lose_nothing_and_extract_each_exchange_on
         {
             "data_storage_path": str(tmp_path / "data"),
             "openai_base_url": llm.base_url,
+            "llm_model": SCRIPTED_MODEL,
             "openai_api_key": "test",
             "storage": {"backend": "postgres", "dsn": pg_schemas.dsn, "postgres_schema": pg_schemas.new()},
             "memory": {"debounce_seconds": 0.05, "llm_max_attempts": 1, "max_facts": 500, "shutdown_flush_seconds": 60},

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, Step, conversation_of, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, conversation_of, reply
 from stdio_helpers import RawServer, write_config
 from tool_helpers import Tools
 from waiting import stays, wait_until
@@ -111,6 +111,7 @@ def make_tools(data_dir: Path, llm: ScriptedLLM) -> Iterator[Callable[..., Tools
         settings = Settings(
             data_storage_path=data_dir,
             openai_base_url=base_url or llm.base_url,
+            llm_model=SCRIPTED_MODEL,
             memory={"debounce_seconds": 60, "shutdown_flush_seconds": 0, "llm_max_attempts": 1, **memory},
         )
         service = MemoryService(settings)
@@ -514,7 +515,9 @@ def test_over_stdio_a_hanging_llm_blocks_no_call_and_its_work_is_done_once_it_an
     tmp_path: Path, data_dir: Path, llm: ScriptedLLM
 ) -> None:
     memory = {"debounce_seconds": 0.05, "llm_timeout_seconds": 1.5, "llm_max_attempts": 2, "shutdown_flush_seconds": 0}
-    config = write_config(tmp_path / "config.json", {"openai_base_url": llm.base_url, "memory": memory})
+    config = write_config(
+        tmp_path / "config.json", {"openai_base_url": llm.base_url, "llm_model": SCRIPTED_MODEL, "memory": memory}
+    )
     llm.default = reply(update(["Too late"]), delay=5.0)
     with RawServer(data_dir, tmp_path / "server.stderr", config=config) as server:
         server.initialize()

@@ -23,7 +23,7 @@ from typing import Any
 import openai  # noqa: F401  (the product imports it on its first LLM call, ~1 s: not inside a timed window)
 import pytest
 from core_calls import add, flush
-from scripted_llm import ScriptedLLM, Step, conversation_of, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, conversation_of, reply
 from waiting import wait_until
 
 from memory_mcp.config import Settings
@@ -93,6 +93,7 @@ def make_service(data_dir: Path, llm: ScriptedLLM) -> Iterator[ServiceFactory]:
         settings = Settings(
             data_storage_path=data_dir,
             openai_base_url=llm.base_url if base_url == "scripted" else base_url,
+            llm_model=SCRIPTED_MODEL,
             memory={**TEST_MEMORY, **memory},
         )
         service = MemoryService(settings)

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 from sample_memory import DEERFLOW_MEMORY, TRIP
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import add, connect, error_text, ok, recall, run, snapshot, write_config
 
 pytestmark = pytest.mark.integration
@@ -357,6 +357,7 @@ def test_forget_with_an_llm_and_pending_work_leaves_no_file_of_the_user(
         {
             "data_storage_path": str(home),
             "openai_base_url": llm.base_url,
+            "llm_model": SCRIPTED_MODEL,
             "openai_api_key": "test-key",
             "memory": {
                 "debounce_seconds": 0.2,

@@ -23,7 +23,13 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     Section,
 )
-from memory_mcp.service import EMPTY_PROFILE_HOST_NOTE, EMPTY_PROFILE_NOTE, HOST_EXTRACTION_NOTE, MemoryService
+from memory_mcp.service import (
+    EMPTY_PROFILE_HOST_NOTE,
+    EMPTY_PROFILE_NOTE,
+    HOST_EXTRACTION_NOTE,
+    NO_MODEL_NOTE,
+    MemoryService,
+)
 from memory_mcp.store import Scope
 
 
@@ -405,7 +411,8 @@ def test_without_an_llm_notes_say_what_fills_structured_memory(data_dir: Path) -
 
 
 def test_with_an_llm_notes_promise_the_profile_fills_in(data_dir: Path) -> None:
-    on = MemoryService(Settings(data_storage_path=data_dir, openai_base_url="http://127.0.0.1:11434/v1"))
+    endpoint = "http://127.0.0.1:11434/v1"
+    on = MemoryService(Settings(data_storage_path=data_dir, openai_base_url=endpoint, llm_model="qwen2.5:7b"))
     disabled = MemoryService(Settings(data_storage_path=data_dir, openai_api_key="sk-x", memory={"enabled": False}))
 
     assert on.get_user_profile(ProfileRequest.build()).notes == [EMPTY_PROFILE_NOTE]
@@ -413,6 +420,10 @@ def test_with_an_llm_notes_promise_the_profile_fills_in(data_dir: Path) -> None:
     disabled_notes = disabled.get_user_profile(ProfileRequest.build()).notes
     assert EMPTY_PROFILE_NOTE not in disabled_notes
     assert any("memory.enabled" in note for note in disabled_notes)
+    # An endpoint without a model: no model is guessed, and the note names the missing setting.
+    unnamed = MemoryService(Settings(data_storage_path=data_dir, openai_base_url=endpoint))
+    assert not unnamed.extraction_on
+    assert unnamed.memory_status().notes[0] == NO_MODEL_NOTE and "llm_model" in NO_MODEL_NOTE
 
 
 def test_empty_profile_is_explained_and_filled_profile_is_not(service: MemoryService) -> None:

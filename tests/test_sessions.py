@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from waiting import wait_until
 
 from memory_mcp.config import Settings
@@ -200,6 +200,7 @@ def test_a_hot_session_is_analysed_without_waiting_for_the_debounce(data_dir: Pa
         settings = Settings(
             data_storage_path=data_dir,
             openai_base_url=llm.base_url,
+            llm_model=SCRIPTED_MODEL,
             short_term_capacity=1,
             mid_term_heat_threshold=3.0,
             memory={"debounce_seconds": 300},
@@ -231,7 +232,9 @@ def test_the_updater_gives_each_session_its_topic(data_dir: Path) -> None:
     llm = ScriptedLLM(default=reply({"newFacts": [], "session": topic}))
     llm.start()
     try:
-        service = MemoryService(Settings(data_storage_path=data_dir, openai_base_url=llm.base_url))
+        service = MemoryService(
+            Settings(data_storage_path=data_dir, openai_base_url=llm.base_url, llm_model=SCRIPTED_MODEL)
+        )
         add(service, "We want to sail across the lake in June", "sailing")
         add(service, "Unrelated: my tax return is due", "taxes")
 

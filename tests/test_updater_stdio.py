@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ScriptedLLM, Step, conversation_of, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, conversation_of, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, RawServer, write_config
 from waiting import wait_until
 
@@ -38,7 +38,7 @@ class StdioServer(RawServer):
             home,
             workdir / f"{name}.stderr.log",
             config=write_config(workdir / f"{name}.config.json", {"memory": memory}),
-            extra_env={"OPENAI_BASE_URL": llm_url} if llm_url else None,
+            extra_env={"OPENAI_BASE_URL": llm_url, "MEMORY_MCP_LLM_MODEL": SCRIPTED_MODEL} if llm_url else None,
             cwd=workdir,
         )
         initialized = self.initialize(PROTOCOL_VERSION)

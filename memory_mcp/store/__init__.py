@@ -243,8 +243,8 @@ def refuse_unsafe_home(home: Path) -> None:
     memory planted there (exchanges, facts, a hook helper's socket) would be served as this user's."""
     try:
         found = os.stat(home)
-    except FileNotFoundError:
-        return  # made when first needed, owner-only
+    except (FileNotFoundError, NotADirectoryError):
+        return  # made when first needed, owner-only (or refused then, saying why)
     if found.st_uid != os.getuid():
         raise StorageError(
             f"the data folder {home} belongs to another account (uid {found.st_uid}, you are {os.getuid()}): "

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import snowballstemmer
 from project import PROJECT_ROOT, PYTHON
-from scripted_llm import EMPTY_UPDATE, ScriptedLLM, exchanges_of, reply
+from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, exchanges_of, reply
 from server_process import ServerProcess, start_spawned
 
 from memory_mcp import terms
@@ -403,7 +403,9 @@ UPDATER = textwrap.dedent(
     UPDATE_SETTINGS = json.loads(sys.argv[6])
 
     root, writer, count, url = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    service = MemoryService(Settings(data_storage_path=root, openai_base_url=url, memory=MemorySettings(**UPDATE_SETTINGS)))
+    service = MemoryService(Settings(
+        data_storage_path=root, openai_base_url=url, llm_model="scripted-model", memory=MemorySettings(**UPDATE_SETTINGS)
+    ))
     service.start()
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
@@ -466,7 +468,12 @@ def test_two_processes_updating_one_user_extract_each_exchange_once(
 
     # Whatever the two left pending (an update skipped because the other held the user) is done here.
     final = MemoryService(
-        Settings(data_storage_path=data_dir, openai_base_url=llm.base_url, memory=MemorySettings(**UPDATE_SETTINGS))
+        Settings(
+            data_storage_path=data_dir,
+            openai_base_url=llm.base_url,
+            llm_model=SCRIPTED_MODEL,
+            memory=MemorySettings(**UPDATE_SETTINGS),
+        )
     )
     flushed = final.flush_memory(FlushRequest.build(user_id="shared"))
     final.close()

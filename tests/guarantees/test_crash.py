@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 from project import PROJECT_ROOT, PYTHON
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from server_process import ServerProcess, start_spawned
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
 
@@ -198,7 +198,9 @@ class Launcher:
 
     def start(self, home: Path, config: Path, llm_url: str | None, name: str, spawn: bool) -> ServerProcess:
         stderr_path = self.workdir / f"{name}.stderr.log"
-        env = server_env(home, {"OPENAI_BASE_URL": llm_url} if llm_url else None)
+        env = server_env(
+            home, {"OPENAI_BASE_URL": llm_url, "MEMORY_MCP_LLM_MODEL": SCRIPTED_MODEL} if llm_url else None
+        )
         argv = server_command(config)
         if spawn:
             with stderr_path.open("wb") as stderr:

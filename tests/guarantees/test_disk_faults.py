@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
-from scripted_llm import ScriptedLLM, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import RawServer
 from tool_helpers import Tools
 
@@ -209,7 +209,10 @@ def make_tools(llm: ScriptedLLM) -> Iterator[Callable[..., Tools]]:
 
     def factory(home: Path, with_llm: bool = True) -> Tools:
         settings = Settings(
-            data_storage_path=home, openai_base_url=llm.base_url if with_llm else None, memory=TEST_MEMORY
+            data_storage_path=home,
+            openai_base_url=llm.base_url if with_llm else None,
+            llm_model=SCRIPTED_MODEL,
+            memory=TEST_MEMORY,
         )
         service = MemoryService(settings)
         opened.append(service)

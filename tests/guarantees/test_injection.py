@@ -101,6 +101,11 @@ def check_context(context: str, tokens: int, max_tokens: int, counter: TokenCoun
     assert tokens == counter.count(context)
 
 
+def as_fact(text: str) -> str:
+    """A payload as a fact may hold it: structured memory refuses U+0000 (exchanges keep it)."""
+    return text.replace("\x00", "")
+
+
 def store_everywhere(service: MemoryService, texts: list[str], user: str = "victim") -> int:
     """Put each text in an exchange (both sides), a fact of each category, a correction's
     sourceError and the profile sections. Returns how many items could render as lines."""
@@ -110,7 +115,7 @@ def store_everywhere(service: MemoryService, texts: list[str], user: str = "vict
         service.add_memory(request)
         items += 1
         fact = AddFactRequest.build(
-            content=f"zebra {text}"[:2000], category=CATEGORIES[number % len(CATEGORIES)], user_id=user
+            content=as_fact(f"zebra {text}")[:2000], category=CATEGORIES[number % len(CATEGORIES)], user_id=user
         )
         if service.add_fact(fact).action == "added":  # not a duplicate, once normalised
             items += 1
@@ -287,7 +292,11 @@ def test_payloads_stay_inert_over_real_stdio(isolated_home: Path) -> None:
         async with connect(home) as client:
             for number, text in enumerate(texts):
                 ok(await client.call_tool("add_memory", {"user_input": f"zebra {text}", "agent_response": text}))
-                ok(await client.call_tool("add_fact", {"content": f"zebra {text}", "category": CATEGORIES[number % 6]}))
+                ok(
+                    await client.call_tool(
+                        "add_fact", {"content": as_fact(f"zebra {text}"), "category": CATEGORIES[number % 6]}
+                    )
+                )
             for _ in range(10):  # push the payload exchanges out of short-term memory, into the context
                 ok(await client.call_tool("add_memory", {"user_input": "filler", "agent_response": "filler"}))
             for max_tokens in (100, 500, 8000):

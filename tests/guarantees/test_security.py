@@ -23,7 +23,7 @@ import pytest
 import stdio_helpers
 from mcp.shared.exceptions import MCPError
 from project import PACKAGE
-from scripted_llm import ScriptedLLM, Step, reply
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, reply
 from stdio_helpers import RawServer, connect, ok, run, snapshot, write_config
 
 from memory_mcp.config import ConfigError, Settings, load_settings
@@ -88,7 +88,7 @@ def test_the_api_key_never_appears_in_logs_or_tool_results(tmp_path: Path, data_
     ]
     llm.enqueue(*failures)
     memory = {"debounce_seconds": 60, "llm_max_attempts": 1, "llm_timeout_seconds": 5, "shutdown_flush_seconds": 0}
-    env = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": key}
+    env = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": key, "MEMORY_MCP_LLM_MODEL": SCRIPTED_MODEL}
     config = write_config(tmp_path / "config.json", {"memory": memory})
     results = []
     try:
@@ -206,6 +206,7 @@ def test_the_api_key_comes_only_from_the_config_or_the_environment_and_goes_only
                 environ={
                     "OPENAI_API_KEY": from_env,
                     "OPENAI_BASE_URL": endpoint.base_url,
+                    "MEMORY_MCP_LLM_MODEL": SCRIPTED_MODEL,
                     "MEMORY_MCP_HOME": str(data_dir),
                 },
             )
@@ -261,7 +262,9 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
         {**EMPTY_UPDATE, "newFacts": [{"content": "Lives in Lyon", "category": "context", "confidence": 0.9}]}
     )
     memory = {"debounce_seconds": 60, "llm_max_attempts": 1, "shutdown_flush_seconds": 1}
-    config = write_config(tmp_path / "config.json", {"openai_base_url": llm.base_url, "memory": memory})
+    config = write_config(
+        tmp_path / "config.json", {"openai_base_url": llm.base_url, "llm_model": SCRIPTED_MODEL, "memory": memory}
+    )
     previous = os.umask(0)  # the most permissive umask: every mode must come from the server itself
     try:
         server = RawServer(home, tmp_path / "server.stderr", config=config)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_llm import EMPTY_UPDATE, ScriptedLLM, reply
+from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import RawServer, server_env, write_config
 
 from memory_mcp.config import Settings
@@ -81,6 +81,7 @@ def test_flushes_waiting_on_a_stalled_llm_never_take_the_threads_adds_need(home:
         tmp_path / "config.json",
         {
             "openai_base_url": llm.base_url,
+            "llm_model": SCRIPTED_MODEL,
             "memory": {"debounce_seconds": 300, "llm_max_attempts": 1, "llm_timeout_seconds": 20},
         },
     )

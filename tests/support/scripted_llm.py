@@ -43,6 +43,9 @@ def reply(update: dict[str, Any] | str, delay: float = 0.0) -> Step:
     return Step(content=update if isinstance(update, str) else json.dumps(update), delay=delay)
 
 
+# The model tests name: extraction needs one (none is guessed); the scripted endpoint takes any.
+SCRIPTED_MODEL = "scripted-model"
+
 EMPTY_UPDATE: dict[str, Any] = {"user": {}, "history": {}, "newFacts": [], "factsToRemove": []}
 
 

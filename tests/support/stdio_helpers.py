@@ -36,7 +36,7 @@ from project import PYTHON, SERVER_SCRIPT
 # A handshake-era protocol version the SDK negotiates (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS).
 HANDSHAKE_PROTOCOL_VERSION = "2025-11-25"
 # Variables that must never leak from the test process into a server under test.
-_SCRUBBED_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_MCP_HOME")
+_SCRUBBED_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORY_MCP_LLM_MODEL", "MEMORY_MCP_HOME")
 
 T = TypeVar("T")
 
