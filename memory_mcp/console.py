@@ -26,7 +26,7 @@ from memory_mcp.models import (
     UserProfileResult,
 )
 from memory_mcp.projects import project_name
-from memory_mcp.wording import plural
+from memory_mcp.wording import extraction_said, plural, waiting_said
 
 SNIPPET_CHARS = 90
 
@@ -48,28 +48,26 @@ def note_line(note: str) -> None:
 
 def status(result: StatusResult) -> None:
     out.print(f"memory-mcp {result.version}  data: {result.data_dir or '(not shown)'}")
-    extraction = {
-        "server": f"extracted by this server ({result.llm_model})",
-        "host": "sent by the host model",
-        "off": "off",
-    }[result.extraction]
-    out.print(f"structured memory: {extraction}  token counter: {result.token_counter}")
+    out.print(f"{extraction_said(result.extraction, result.llm_model)}  token counter: {result.token_counter}")
     for note in result.notes:
         note_line(note)
     embedding = any(user.pages_without_vectors is not None for user in result.users)
-    columns = ["user", "agents", "exchanges", "facts", "pending", "set aside"] + (["no vector"] if embedding else [])
-    table = Table(*columns, title=plural(len(result.users), "user"))
+    analysed_here = result.extraction == "server"  # otherwise nothing here will take the pending on
+    columns = ["user", "agents", "exchanges", "facts"] + (["pending", "set aside"] if analysed_here else [])
+    table = Table(*columns, *(["no vector"] if embedding else []), title=plural(len(result.users), "user"))
     for user in result.users:
         table.add_row(
             user.user_id,
             ", ".join(user.agents) or "-",
             str(user.pages),
             str(user.facts),
-            str(user.pending_pages),
-            str(user.set_aside_pages),
+            *([str(user.pending_pages), str(user.set_aside_pages)] if analysed_here else []),
             *([str(user.pages_without_vectors or 0)] if embedding else []),
         )
     out.print(table)
+    waiting = sum(user.pending_pages for user in result.users)
+    if waiting and not analysed_here:
+        note_line(waiting_said(waiting, result.extraction))
     for user in result.users:
         if user.problem:
             out.print(f"[bold]{user.user_id}[/bold]: damaged: {user.problem}")

@@ -32,7 +32,7 @@ from memory_mcp.models import (
 )
 from memory_mcp.projects import project_name
 from memory_mcp.tokens import TokenCounter
-from memory_mcp.wording import plural
+from memory_mcp.wording import extraction_said, plural, waiting_said
 
 # Token bounds of each tool's text (cl100k); retrieve_memory's is its block's budget and this.
 SHORT_TEXT_TOKENS = 300
@@ -115,11 +115,17 @@ def fact_change_text(result: FactChangeResult) -> str:
 
 def flush_text(result: FlushResult) -> str:
     parts = [
-        f"Extraction ({result.extraction}): {plural(result.pages_analysed, 'exchange')} analysed in "
+        f"{extraction_said(result.extraction).capitalize()}: {plural(result.pages_analysed, 'exchange')} analysed in "
         f"{plural(result.llm_calls, 'LLM call')}; {plural(len(result.facts_added), 'fact')} added, "
         f"{len(result.facts_removed)} retired"
         + (f"; sections updated: {', '.join(result.sections_updated)}" if result.sections_updated else "")
-        + f". Pending: {result.pending_pages}; set aside: {result.set_aside_pages}."
+        + (
+            f". Pending: {result.pending_pages}; set aside: {result.set_aside_pages}."
+            if result.extraction == "server"
+            else f". {waiting_said(result.pending_pages, result.extraction).capitalize()}."
+            if result.pending_pages
+            else "."
+        )
     ]
     parts += [f"Error: {_clip(error, 200)}" for error in result.errors[:3]]
     parts += result.notes
@@ -128,10 +134,7 @@ def flush_text(result: FlushResult) -> str:
 
 def status_text(result: StatusResult, counter: TokenCounter) -> str:
     storage = "storage ok" if result.storage_ok else "storage NOT writable"
-    if result.extraction == "server":
-        extraction = f"extraction by this server ({result.llm_model} at {result.llm_base_url or 'OpenAI'})"
-    else:
-        extraction = {"host": "extraction by the host model", "off": "no extraction yet"}[result.extraction]
+    extraction = extraction_said(result.extraction, result.llm_model)
     head = (
         f"memory-mcp {result.version}; {f'data in {result.data_dir}; ' if result.data_dir else ''}{storage}; {extraction}; "
         f"{result.queued_updates} updates queued; {plural(len(result.users), 'user')}:"
@@ -142,7 +145,7 @@ def status_text(result: StatusResult, counter: TokenCounter) -> str:
             users.append(f"- {user.user_id}: DAMAGED ({_clip(user.problem, 200)})")
             continue
         agents = f", agents {', '.join(user.agents)}" if user.agents else ""
-        waiting = f", {user.pending_pages} pending" if user.pending_pages else ""
+        waiting = f", {waiting_said(user.pending_pages, result.extraction)}" if user.pending_pages else ""
         aside = f", {user.set_aside_pages} set aside" if user.set_aside_pages else ""
         users.append(f"- {user.user_id}: {user.pages} exchanges, {user.facts} facts{waiting}{aside}{agents}")
     tail = [f"Last update errors: {'; '.join(_clip(e, 150) for e in result.last_update_errors[:3])}"]
