@@ -430,14 +430,20 @@ class MemoryService:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
         document, scope, parts = self._import_parts(request)
-        replace = request.mode == "replace"
-        if replace:
-            self._erase(scope)  # a user's scope takes their agents with it
         counts = MergeCounts()
-        for part_scope, memory, pages in parts:
-            counts.add(
-                documents.import_scope(self.store, part_scope, memory, pages, replace, self.settings.memory.max_facts)
-            )
+        max_facts = self.settings.memory.max_facts
+        if request.mode == "replace":
+            # Written whole aside, then swapped in at once: a crash leaves the old memory or the new.
+            held = [(part_scope, *documents.capped(memory, max_facts), pages) for part_scope, memory, pages in parts]
+            for _, memory, trimmed, pages in held:
+                counts.add(MergeCounts(pages_added=len(pages), facts_added=len(memory.facts), facts_trimmed=trimmed))
+            affected = self._let_go(scope)
+            self.store.replace(scope, [(part_scope, memory, pages) for part_scope, memory, _, pages in held])
+            self._recall.drop(affected)
+        else:
+            for part_scope, memory, pages in parts:
+                counts.add(documents.import_scope(self.store, part_scope, memory, pages, max_facts))
+        for part_scope, _, _ in parts:
             self._embed_soon(part_scope)
         return documents.import_result(
             document.model_copy(update={"agent_name": scope.agent_name}), request.mode, counts
@@ -791,13 +797,20 @@ class MemoryService:
         memory begun anew after it (the store refuses them), so an erase never fails for being busy."""
         if not self._stored(scope):
             return
+        affected = self._let_go(scope)
+        self.store.erase(scope)
+        self._recall.drop(affected)
+
+    def _let_go(self, scope: Scope) -> list[Scope]:
+        """Before a scope (for a user, with their agents) is erased or replaced: its updates cut off,
+        and what host sessions were given of it forgotten. Returns the scopes (whose caches the
+        caller drops once the store has changed)."""
         affected = self._with_agents(scope)
         self._updates.stop_for_erase(affected)
-        self.store.erase(scope)
         erase_ledgers(self.settings.data_storage_path, scope)  # what host sessions were given: ids only
-        self._recall.drop(affected)
         for each in affected:
             self._page_projects.pop(each, None)
+        return affected
 
     def _embed_soon(self, scope: Scope) -> None:
         """With embeddings on: have what the scope's pages and facts lack computed in the background."""

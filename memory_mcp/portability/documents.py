@@ -199,15 +199,10 @@ def export_scope(store: MemoryStore, scope: Scope, agents: list[str]) -> ExportD
 
 
 def import_scope(
-    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], replace: bool, max_facts: int
+    store: MemoryStore, scope: Scope, memory: MemoryDocument, pages: list[Page], max_facts: int
 ) -> MergeCounts:
-    """Write one scope of an import (the caller erased it first when replacing); its facts are
-    held to `max_facts` as added ones are."""
-    if replace:
-        memory, trimmed = capped(memory, max_facts)
-        store.append_pages(scope, pages)
-        store.write_document(scope, memory)
-        return MergeCounts(pages_added=len(pages), facts_added=len(memory.facts), facts_trimmed=trimmed)
+    """Merge one scope of an import into what is stored; its facts are held to `max_facts` as
+    added ones are. (A replacing import is the store's `replace`.)"""
     existing_pages = store.read_pages(scope).pages
     new_pages, counts = merge_pages(existing_pages, pages)
     fresh = not existing_pages

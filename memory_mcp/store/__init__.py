@@ -158,6 +158,11 @@ class MemoryStore(Protocol):
         before; False (nothing saved) when the log was replaced since or the scope erased, so a
         snapshot never outlives the exchanges it was made from."""
 
+    def replace(self, scope: Scope, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]) -> None:
+        """Everything stored for `scope` (for a user, their agents too) replaced by `parts` (each
+        scope's document and pages) in one step: a crash leaves the old memory or the new, never
+        neither nor a mix. Vectors and saved indexes of the old memory go with it."""
+
     def erase(self, scope: Scope) -> None:
         """Remove everything stored for `scope` (for a user, their agents too) at once: a crash
         leaves all of it or none, and writes racing the erase cannot bring any of it back."""

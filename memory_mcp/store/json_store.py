@@ -92,6 +92,9 @@ USERS_DIR = "users"
 AGENTS_DIR = "agents"
 LOCKS_DIR = "locks"
 TOMBSTONE_PREFIX = ".erased-"
+# A memory being replaced is written whole beside its directory first, marked complete last.
+STAGING_PREFIX = ".replacing-"
+COMPLETE_MARK = ".complete"
 DEFAULT_LOCK_TIMEOUT = 30.0
 _FIRST_RECORD_CHUNK = 4096
 MARK_OFFSET_BITS = 48  # of a vectors mark: the byte offset; the bits above hold the file's id
@@ -501,6 +504,51 @@ class JsonStore:
             finally:
                 aside.unlink(missing_ok=True)
 
+    def replace(self, scope: Scope, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]) -> None:
+        """The new memory is written whole beside the old (`.replacing-…`, each file synced, then
+        marked complete); then, under the locks, the old directory is renamed to a tombstone and the
+        new one to its place. A crash before the second rename leaves the old memory, or no
+        directory and a complete staging, which the next store opened on the root puts in place
+        (`_tidy`); an incomplete staging is deleted."""
+        directory = self.scope_dir(scope)
+        staged = directory.with_name(f"{STAGING_PREFIX}{directory.name}-{secrets.token_hex(4)}")
+        agents = self.list_agents(scope.user_id) if scope.agent_name is None else []
+        affected = [scope, *(Scope(scope.user_id, agent) for agent in agents)]
+        affected += [part for part, _, _ in parts if part not in affected]
+        tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{secrets.token_hex(4)}")
+        with _os_errors(f"replace the memory of {scope.describe()}"):
+            try:
+                for part, memory, pages in parts:
+                    folder = staged if part == scope else staged / AGENTS_DIR / directory_name(str(part.agent_name))
+                    ensure_directory(folder)
+                    if pages:
+                        atomic_write(
+                            folder / PAGES_FILE, b"".join((page_record(page) + "\n").encode() for page in pages)
+                        )
+                    atomic_write(
+                        folder / MEMORY_FILE, _document_bytes(memory.model_copy(update={"lastUpdated": utc_now()}))
+                    )
+                atomic_write(staged / COMPLETE_MARK, b"")
+            except BaseException:
+                remove_tree(staged)
+                raise
+            with contextlib.ExitStack() as held:
+                for each in sorted(affected, key=Scope.describe):
+                    state = self._states.get(each)
+                    held.enter_context(state.document_lock)
+                    held.enter_context(self._holding(state.document_file_lock, each))
+                    held.enter_context(state.log_lock)
+                    held.enter_context(self._holding(state.log_file_lock, each))
+                if directory.is_dir():
+                    rename_durably(directory, tombstone)
+                rename_durably(staged, directory)
+                (directory / COMPLETE_MARK).unlink()
+                for known in self._states.erased(scope):
+                    _let_go_of_log(known)
+                    known.document = None
+            if tombstone.exists():
+                remove_tree(tombstone)
+
     def erase(self, scope: Scope) -> None:
         """Rename the scope's directory to a tombstone, durably, under its locks (and for a user,
         its agents' locks), then delete the tombstone: a crash leaves all of it or none."""
@@ -687,8 +735,7 @@ class JsonStore:
         # Reading first also means a damaged file is reported, never overwritten.
         current = self._current_document(state, path)
         stored = change(current).model_copy(update={"lastUpdated": utc_now()})
-        data = json.dumps(stored.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2)
-        raw = data.encode("utf-8")
+        raw = _document_bytes(stored)
         try:
             atomic_write(path, raw)
         except NotDurable:
@@ -808,6 +855,11 @@ class JsonStore:
                 lock.release()
 
 
+def _document_bytes(document: MemoryDocument) -> bytes:
+    """memory.json as written: indented, without absent fields."""
+    return json.dumps(document.model_dump(mode="json", exclude_none=True), ensure_ascii=False, indent=2).encode()
+
+
 def _delete_locks(state: _ScopeState) -> None:
     """Delete the lock files of an erased scope (held: its log and document locks); its update
     lock too unless an update holds it (then the next start deletes it)."""
@@ -827,6 +879,18 @@ def _delete_locks(state: _ScopeState) -> None:
         state.update_guard.release()
 
 
+def _finish_replacing(parent: Path, staged: Path) -> None:
+    """A replacement a crash cut short: put in place when it was complete and its place is empty
+    (the old memory was renamed away already), otherwise deleted (the old memory stands)."""
+    target = parent / staged.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0]
+    if (staged / COMPLETE_MARK).exists() and not target.exists():
+        rename_durably(staged, target)
+        (target / COMPLETE_MARK).unlink()
+        log.warning("finished replacing the memory in %s", target)
+    else:
+        remove_tree(staged)
+
+
 def _scope_of_lock(name: str) -> Scope | None:
     """The scope a lock file is named after (`{user}[@{agent}].{kind}.lock`), or None."""
     owner = name.split(".", 1)[0]
@@ -842,6 +906,8 @@ def _tidy_directory(parent: Path) -> None:
     for entry in _subdirectories(parent):
         if entry.name.startswith(TOMBSTONE_PREFIX):
             remove_tree(entry)
+        elif entry.name.startswith(STAGING_PREFIX):
+            _finish_replacing(parent, entry)
         elif identifier_of(entry.name) is None and _is_identifier(entry.name):
             target = parent / directory_name(entry.name)
             if not target.exists():

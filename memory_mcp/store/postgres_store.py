@@ -457,17 +457,7 @@ class PostgresStore:
         if not pages:
             return
         page_ids = [page.page_id for page in pages]
-        params = {
-            "u": user_id,
-            "a": agent,
-            "n": len(pages),
-            "ids": page_ids,
-            "pages": [page_record(page) for page in pages],
-            "threads": [_as_text(page.thread_id) for page in pages],
-            "said_at": [
-                _as_text(page.timestamp) if _as_text(page.thread_id) == page.thread_id else None for page in pages
-            ],
-        }
+        params = _append_parameters(scope, pages)
 
         def work(conn: psycopg.Connection, attempt: _Attempt) -> tuple[int, int] | None:
             if attempt.number > 1:
@@ -737,6 +727,36 @@ class PostgresStore:
             lambda conn, _: conn.execute(self._sql["write_index_snapshot"], params).rowcount,
         )
         return written == 1
+
+    def replace(self, scope: Scope, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]) -> None:
+        """One transaction: the scope (with its agents) deleted, then every part's pages and
+        document inserted."""
+        user_id, agent = _key(scope)
+        erasing = (
+            (self._sql["erase_user"], [user_id])
+            if scope.agent_name is None
+            else (self._sql["erase_agent"], [user_id, agent])
+        )
+
+        def work(conn: psycopg.Connection, _attempt: _Attempt) -> None:
+            with conn.transaction():
+                conn.execute(*erasing)
+                for part_scope, memory, pages in parts:
+                    part_user, part_agent = _key(part_scope)
+                    names = {"u": part_user, "a": part_agent}
+                    if pages:
+                        conn.execute(self._sql["append"], _append_parameters(part_scope, pages))
+                    conn.execute(self._sql["ensure_document"], names)
+                    stored = memory.model_copy(update={"lastUpdated": utc_now()})
+                    conn.execute(
+                        self._sql["write_document"], {**names, "doc": stored.model_dump_json(exclude_none=True)}
+                    )
+
+        self._run(f"replace the memory of {scope.describe()}", work)
+        for known in self._states.erased(scope):
+            with known.log_lock, known.document_lock:
+                _let_go_of_log(known)
+                known.document = None
 
     def erase(self, scope: Scope) -> None:
         user_id, agent = _key(scope)
@@ -1066,3 +1086,17 @@ def _key(scope: Scope) -> tuple[str, str]:
     if scope.agent_name is None:
         return user_id, NO_AGENT
     return user_id, validate_identifier("agent_name", scope.agent_name)
+
+
+def _append_parameters(scope: Scope, pages: Sequence[Page]) -> dict[str, Any]:
+    """The `append` statement's parameters for these pages of `scope`."""
+    user_id, agent = _key(scope)
+    return {
+        "u": user_id,
+        "a": agent,
+        "n": len(pages),
+        "ids": [page.page_id for page in pages],
+        "pages": [page_record(page) for page in pages],
+        "threads": [_as_text(page.thread_id) for page in pages],
+        "said_at": [_as_text(page.timestamp) if _as_text(page.thread_id) == page.thread_id else None for page in pages],
+    }

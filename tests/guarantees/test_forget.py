@@ -216,3 +216,73 @@ def test_an_erase_killed_at_any_file_operation_leaves_all_or_nothing_and_the_nex
     print(
         f"\nerase: {kill_point - 1} kill points, outcomes {outcomes.count('whole')} whole / {outcomes.count('gone')} gone"
     )
+
+
+# --- an import that replaces memory, killed half-way ----------------------------------------------
+
+IMPORT_KILL_SWITCH = KILL_SWITCH.replace(
+    'main(["forget", "alice", "--yes"])', 'main(["import", sys.argv[2], "--mode", "replace", "--yes"])'
+)
+
+
+def held_by(home: Path, user: str) -> dict[str, list[str]]:
+    """What a user's memory says, per scope: exchanges, and facts that hold."""
+    store = JsonStore(home)
+    scopes = [Scope(user), *(Scope(user, agent) for agent in store.list_agents(user))]
+    return {
+        scope.describe(): sorted(page.user_input for page in store.read_pages(scope).pages)
+        + sorted(fact.content for fact in store.read_document(scope).facts if fact.validTo is None)
+        for scope in scopes
+    }
+
+
+def test_an_import_replacing_memory_killed_at_any_file_operation_leaves_the_old_memory_or_the_new(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "source"
+    seed(source)
+    service = MemoryService(Settings(data_storage_path=source))
+    add(service, "only in the new memory", user_id="alice", agent_name="writer")
+    document = service.export_memory(ExportRequest.build(user_id="alice")).model_dump(mode="json")
+    document["pages"] = document["pages"][1:]  # the new memory differs from the old
+    path = tmp_path / "alice.json"
+    path.write_text(json.dumps(document))
+    new = {"alice": document}
+    kill_point, outcomes = 0, []
+    while True:
+        kill_point += 1
+        home = tmp_path / f"kill-{kill_point}"
+        seed(home)
+        old = held_by(home, "alice")
+        bob_before = held_by(home, "bob")
+        run = subprocess.run(
+            [sys.executable, "-c", IMPORT_KILL_SWITCH.format(root=str(PROJECT_ROOT)), str(kill_point), str(path)],
+            env=server_env(home), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        now = held_by(home, "alice")  # a store opened on the root finishes what was cut short
+        assert not list((home / "users").glob(".replacing-*")) and not list(
+            (home / "users").glob(f"{TOMBSTONE_PREFIX}*")
+        )
+        if now == old:
+            outcomes.append("old")
+        else:
+            assert now == held_by_document(new["alice"]), f"kill at operation {kill_point}: a mix of old and new"
+            outcomes.append("new")
+        assert held_by(home, "bob") == bob_before, "bob was touched"
+        if run.returncode == 0:
+            assert "completed" in run.stdout and outcomes[-1] == "new"
+            break
+        assert run.returncode == 137, run.stderr[-2000:]
+        assert kill_point < 300, "the import never completed"
+    assert "old" in outcomes and "new" in outcomes[:-1], outcomes  # kills landed before and after the swap
+    print(f"\nimport replace: {kill_point - 1} kill points, {outcomes.count('old')} old / {outcomes.count('new')} new")
+
+
+def held_by_document(document: dict) -> dict[str, list[str]]:
+    """What an export document says, as `held_by` reads a memory."""
+    parts = {"alice": document} | {f"alice/{name}": agent for name, agent in document["agents"].items()}
+    return {
+        scope: sorted(page["user_input"] for page in part["pages"])
+        + sorted(fact["content"] for fact in part["memory"]["facts"] if fact.get("validTo") is None)
+        for scope, part in parts.items()
+    }

@@ -1357,3 +1357,18 @@ def test_host_memory_from_says_whether_a_page_from_there_on_carries_host_memory(
     store.erase_pages(USER, ["page_0001"], lambda document, _: document)
     for asking in (store, other, backend.store()):  # the tally another process kept sees the erase
         assert [asking.host_memory_from(USER, start) for start in range(3)] == [True, True, False]
+
+
+def test_postgres_replaces_a_memory_in_one_transaction(pg: PostgresBackend) -> None:
+    store = pg.store()
+    store.append_pages(USER, [make_page(0), make_page(1)])
+    store.write_document(USER, MemoryDocument())
+    # The pages go in, then the document is refused (U+0000 cannot be stored as jsonb): all of it rolls back.
+    unstorable = MemoryDocument(facts=[Fact(id="fact_00000001", content="a\x00b", category="context", confidence=1)])
+    clashing = [(USER, unstorable, [make_page(2)])]
+    with pytest.raises(StorageError):
+        store.replace(USER, clashing)
+    assert ids(pg.store().read_pages(USER).pages) == ["page_0000", "page_0001"], "the old memory stands whole"
+    store.replace(USER, [(USER, MemoryDocument(), [make_page(3)]), (Scope("alice", "coder"), MemoryDocument(), [])])
+    fresh = pg.store()
+    assert ids(fresh.read_pages(USER).pages) == ["page_0003"] and fresh.list_agents("alice") == ["coder"]
