@@ -519,7 +519,7 @@ class JsonStore:
         with _os_errors(f"replace the memory of {scope.describe()}"):
             try:
                 for part, memory, pages in parts:
-                    folder = staged if part == scope else staged / AGENTS_DIR / directory_name(str(part.agent_name))
+                    folder = staged / self.scope_dir(part).relative_to(directory)  # an agent's: agents/<name>
                     ensure_directory(folder)
                     if pages:
                         atomic_write(
@@ -882,8 +882,9 @@ def _delete_locks(state: _ScopeState) -> None:
 def _finish_replacing(parent: Path, staged: Path) -> None:
     """A replacement a crash cut short: put in place when it was complete and its place is empty
     (the old memory was renamed away already), otherwise deleted (the old memory stands)."""
-    target = parent / staged.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0]
-    if (staged / COMPLETE_MARK).exists() and not target.exists():
+    owner = identifier_of(staged.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0])
+    target = None if owner is None else parent / directory_name(owner)
+    if target is not None and (staged / COMPLETE_MARK).exists() and not target.exists():
         rename_durably(staged, target)
         (target / COMPLETE_MARK).unlink()
         log.warning("finished replacing the memory in %s", target)

@@ -392,6 +392,8 @@ REVIEWED_JOINS = {
     ("hook_relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
     ("store/json_store.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",
+    ("store/json_store.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
+    "stands for, named by the id identifier_of validated in the staging's name",
     (
         "portability/memoryos.py",
         "name",
