@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -59,18 +61,31 @@ def seed(data: Path, size: int, facts: int) -> tuple[str, str, str]:
 
 @contextmanager
 def serving(folder: str) -> Iterator[str]:
-    """`memory-mcp dashboard` over the memory in `folder`, started now; yields its base URL."""
+    """`memory-mcp dashboard` over the memory in `folder`, started now; yields its base URL, every
+    request sent with the owner's cookie (the key it printed, as opening that address sets it)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "memory_mcp", "dashboard", "--port", str(PORT)],
         env={**os.environ, "MEMORY_MCP_HOME": folder},
         cwd=PROJECT_ROOT,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     base = f"http://127.0.0.1:{PORT}"
     try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            printed = re.search(r"\?key=([\w-]+)", line)
+            if printed:
+                break
+        else:
+            raise SystemExit("the dashboard printed no address")
+        threading.Thread(target=server.stderr.read, daemon=True).start()  # drained, so it never blocks
+        opener = urllib.request.build_opener()
+        opener.addheaders = [("Cookie", f"memory-mcp-owner-{PORT}={printed[1]}")]
+        urllib.request.install_opener(opener)
         while True:
             try:
-                timed(f"{base}/static/dashboard.css")
+                timed(f"{base}/users")
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)

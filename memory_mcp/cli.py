@@ -49,7 +49,7 @@ from memory_mcp.portability.documents import parse_import
 from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.projects import project_name, project_of
 from memory_mcp.service import MemoryService
-from memory_mcp.wording import plural
+from memory_mcp.wording import extraction_said, plural
 
 log = logging.getLogger("memory_mcp")
 
@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "--port", type=int, default=DASHBOARD_PORT, help=f"port on 127.0.0.1 (default {DASHBOARD_PORT})"
     )
-    dashboard.add_argument("--open", action="store_true", help="open it in the default browser")
+    dashboard.add_argument(
+        "--open", action="store_true", help="open it in the default browser, with the key it prints (see README)"
+    )
     forget = command("forget", "erase everything stored for a user (or one agent), or one exchange")
     forget.add_argument("user")
     forget.add_argument("--agent")
@@ -407,12 +409,14 @@ def serve(service: MemoryService, transport: str) -> int:
 
     settings = service.settings
     log.info(
-        "memory-mcp %s on %s; data in %s; structured memory %s",
+        "memory-mcp %s on %s; data in %s; %s",
         __version__,
         transport,
         service.location,
-        f"extracted by this server ({settings.llm_model})" if service.extraction_on else "left to the host model",
+        extraction_said("server" if service.extraction_on else "host", settings.llm_model),
     )
+    if settings.memory.enabled and settings.llm_endpoint_set and settings.llm_model is None:
+        log.warning("an LLM endpoint is set but llm_model is not: no extraction until it names the model to ask")
     if transport == "streamable-http":
         return _serve_http(service)
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -616,18 +620,24 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _dashboard(service: MemoryService, args: argparse.Namespace) -> int:
-    """Serve the dashboard on the loopback interface until interrupted."""
-    import webbrowser
+    """Serve the dashboard on the loopback interface until interrupted, to this account alone:
+    every account on the machine can reach 127.0.0.1, only this one sees the key printed here."""
+    import secrets
+    from contextlib import nullcontext
 
     import uvicorn
 
     from memory_mcp.dashboard import create_app
+    from memory_mcp.dashboard.opening import opened_in_browser
 
-    url = f"http://127.0.0.1:{args.port}/"
+    key = secrets.token_urlsafe(32)
+    url = f"http://127.0.0.1:{args.port}/?key={key}"
+    # The one place the key is written: uvicorn's access log (which would hold it too) stays off.
     print(f"memory-mcp dashboard on {url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    if args.open:
-        webbrowser.open(url)
-    uvicorn.run(create_app(service), host="127.0.0.1", port=args.port, log_level="warning")
+    with opened_in_browser(url) if args.open else nullcontext():
+        uvicorn.run(
+            create_app(service, owner_key=key), host="127.0.0.1", port=args.port, log_level="warning", access_log=False
+        )
     return 0
 
 

@@ -114,6 +114,25 @@ def test_a_page_opened_without_a_token_asks_for_one_and_shows_nothing_remembered
     assert [fact.content for fact in facts] == [ALICE_FACT]
 
 
+def test_the_token_page_takes_its_assets_from_this_server_whatever_the_host_header_says(
+    served: tuple[str, Path, dict[str, str], dict[str, str]],
+) -> None:
+    """Behind tokens any Host is answered: a page whose script address came from that header would
+    load a script from wherever a client (or a cache poisoned by one) named."""
+    dashboard, _, tokens, _ = served
+    renamed = urllib.request.Request(f"{dashboard}/users/alice", headers={"Host": "attacker.example"})
+    with urllib.request.urlopen(renamed, timeout=10) as response:
+        page, headers = response.read().decode(), response.headers
+    assert f'<script src="{DASHBOARD_PATH}/static/dashboard.js" defer></script>' in page
+    assert f'href="{DASHBOARD_PATH}/static/dashboard.css"' in page and "attacker.example" not in page
+    assert headers["Cache-Control"] == "no-store", "the token page is kept by no cache"
+    mine = urllib.request.Request(f"{dashboard}/users/alice", headers={"Authorization": f"Bearer {tokens['alice']}"})
+    with urllib.request.urlopen(mine, timeout=10) as response:
+        assert ALICE_FACT in response.read().decode() and response.headers["Cache-Control"] == "no-store"
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert response.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+
+
 def test_an_unknown_or_malformed_token_is_refused_with_401_and_asked_again(
     served: tuple[str, Path, dict[str, str], dict[str, str]],
 ) -> None:
@@ -132,11 +151,11 @@ def test_a_token_opens_its_own_users_memory_and_lists_no_one_else(
 ) -> None:
     dashboard, _, tokens, _ = served
     home = ask(f"{dashboard}/", token=tokens["alice"])
-    assert home.status == 303 and home.location == f"{dashboard}/users"
+    assert home.status == 303 and home.location == f"{DASHBOARD_PATH}/users"
     listed = ask(f"{dashboard}/users", token=tokens["alice"])
     assert listed.status == 200
-    assert f'href="{dashboard}/users/alice"' in listed.body
-    assert f'href="{dashboard}/users/alice/agents/coach"' in listed.body
+    assert f'href="{DASHBOARD_PATH}/users/alice"' in listed.body
+    assert f'href="{DASHBOARD_PATH}/users/alice/agents/coach"' in listed.body
     assert "bob" not in listed.body, "another user is not even named"
 
     mine = ask(f"{dashboard}/users/alice", token=tokens["alice"])
@@ -145,7 +164,7 @@ def test_a_token_opens_its_own_users_memory_and_lists_no_one_else(
     assert agent.status == 200 and "Plan my week" in agent.body and "Bob&#39;s plan" not in agent.body
 
     added = ask(f"{dashboard}/users/alice/facts", token=tokens["alice"], form={"content": "Swims on Fridays"})
-    assert added.status == 303 and added.location == f"{dashboard}/users/alice"
+    assert added.status == 303 and added.location == f"{DASHBOARD_PATH}/users/alice"
     assert "Swims on Fridays" in ask(f"{dashboard}/users/alice", token=tokens["alice"]).body
 
 
@@ -169,7 +188,7 @@ def test_a_token_for_one_user_can_neither_see_nor_change_another_on_any_page(
     dashboard, data, tokens, ids = served
     before = bobs_memory(data)
     addresses = memory_addresses(ids)
-    assert len(addresses) == 24, "every page of a user's memory and of an agent's"
+    assert len(addresses) == 26, "every page of a user's memory and of an agent's"
     for method, path in addresses:
         form = {"content": "Hijacked", "confirm": "bob", "document": "{}", "retry_failed": "yes"}
         answer = ask(f"{dashboard}{path}", token=tokens["alice"], form=form if method == "POST" else None)
@@ -191,7 +210,10 @@ def test_without_tokens_the_mounted_dashboard_lists_everyone_on_loopback_only(tm
         assert bare.status == 307 and bare.location == f"{DASHBOARD_PATH}/"
         listed = ask(f"{dashboard}/users")
         assert listed.status == 200
-        assert f'href="{dashboard}/users/alice"' in listed.body and f'href="{dashboard}/users/bob"' in listed.body
+        assert (
+            f'href="{DASHBOARD_PATH}/users/alice"' in listed.body
+            and f'href="{DASHBOARD_PATH}/users/bob"' in listed.body
+        )
         assert 'id="token-form"' not in listed.body
         renamed = urllib.request.Request(f"{dashboard}/users", headers={"Host": "attacker.example"})
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -208,7 +230,7 @@ def test_an_agents_memory_is_forgotten_from_its_page_and_its_user_keeps_theirs(
     assert refused.status == 400 and "Nothing was changed" in refused.body
 
     forgotten = ask(f"{agent_page}/forget", token=tokens["alice"], form={"confirm": "alice"})
-    assert forgotten.status == 303 and forgotten.location == f"{dashboard}/users/alice"
+    assert forgotten.status == 303 and forgotten.location == f"{DASHBOARD_PATH}/users/alice"
     assert ask(agent_page, token=tokens["alice"]).status == 404
     page = ask(f"{dashboard}/users/alice", token=tokens["alice"])
     assert page.status == 200 and ALICE_FACT in page.body and "agents/coach" not in page.body

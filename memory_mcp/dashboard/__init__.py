@@ -3,8 +3,11 @@
 Server-rendered: Starlette (it comes with the MCP SDK) and Jinja2 templates, which escape all
 they print, so remembered text can never become markup. Every page is a plain HTML document; a
 small script keeps a refused form on its page and, behind bearer tokens, fetches every page with
-the token (see gate.py). Every read and change goes through MemoryService, so the dashboard holds
-no rule of its own, and every asset comes from the package: it works offline.
+the token. Run locally, it answers only its owner, who opens the address with the key it printed
+(gate.py). No page may be framed or cached (headers.py). Every address it writes is root-relative,
+never built from the Host header a client chooses. Every read and change goes through
+MemoryService, so the dashboard holds no rule of its own, and every asset comes from the package:
+it works offline.
 
 A user's memory lives at /users/{user_id}, and each of their agents' at
 /users/{user_id}/agents/{agent_name}, with the same pages below both.
@@ -34,7 +37,8 @@ from memory_mcp.access import TokenRegistry
 from memory_mcp.clock import now
 from memory_mcp.dashboard.charts import weekly
 from memory_mcp.dashboard.filters import FILTERS
-from memory_mcp.dashboard.gate import TokenGate, viewer
+from memory_mcp.dashboard.gate import OwnerGate, TokenGate, viewer
+from memory_mcp.dashboard.headers import Forbidding
 from memory_mcp.errors import InvalidInput, NotFound
 from memory_mcp.models import (
     AddFactRequest,
@@ -52,6 +56,7 @@ from memory_mcp.models import (
 from memory_mcp.models.stored import FactCategory
 from memory_mcp.service import MemoryService
 from memory_mcp.terms import index_terms
+from memory_mcp.wording import extraction_said, waiting_said
 
 HERE = Path(__file__).parent
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
@@ -85,23 +90,31 @@ class Memory:
     def url(self, request: Request, name: str, **params: Any) -> URL:
         """The address of page `name` of this memory."""
         if self.agent_name is None:
-            return request.url_for(name, user_id=self.user_id, **params)
-        return request.url_for(AGENT_ROUTE + name, user_id=self.user_id, agent_name=self.agent_name, **params)
+            return _path(request, name, user_id=self.user_id, **params)
+        return _path(request, AGENT_ROUTE + name, user_id=self.user_id, agent_name=self.agent_name, **params)
 
 
 Page = Callable[[Request, Memory], Awaitable[Response]]
 
 
 def create_app(
-    service: MemoryService, allowed_hosts: list[str] | None = None, tokens: TokenRegistry | None = None
+    service: MemoryService,
+    allowed_hosts: list[str] | None = None,
+    tokens: TokenRegistry | None = None,
+    owner_key: str | None = None,
 ) -> Starlette:
     """The dashboard over `service`. `allowed_hosts` (default: loopback names only) are the Host
     headers it answers: a page on another site cannot reach it by renaming itself (DNS rebinding).
-    With `tokens`, every page needs a bearer token and shows only its user's memory."""
+    With `tokens`, every page needs a bearer token and shows only its user's memory. With
+    `owner_key`, every page needs the cookie that opening `/?key=<owner_key>` sets: other accounts
+    on this machine reach 127.0.0.1 too."""
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.filters.update(FILTERS)
+    templates.env.globals["url_for"] = _url_for
     templates.env.globals["tokens_on"] = tokens is not None
     templates.env.globals["at"] = _at
+    templates.env.globals["extraction_said"] = extraction_said
+    templates.env.globals["waiting_said"] = waiting_said
     warming = _Warmer(service)
 
     def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
@@ -158,6 +171,16 @@ def create_app(
 
     def ask_for_token(request: Request, status: int, problem: str | None) -> Response:
         return page(request, "token.html", status=status, problem=problem)
+
+    def welcome(request: Request, onward: str) -> Response:
+        return page(request, "welcome.html", onward=onward)
+
+    def refuse_stranger(request: Request) -> Response:
+        message = (
+            "This dashboard answers only the account that started it. Open the address it printed when "
+            "it started (the one ending in ?key=…); after a restart, the new one it printed."
+        )
+        return page(request, "missing.html", status=403, heading="Not allowed", message=message, locked=True)
 
     async def memory_page(
         request: Request, memory: Memory, status: int = 200, failed: str | None = None, **values: Any
@@ -342,7 +365,7 @@ def create_app(
             )
 
         # A user forgotten leaves the list; an agent forgotten leaves its user's page.
-        after = request.url_for("users") if memory.agent_name is None else Memory(memory.user_id).url(request, "user")
+        after = _path(request, "users") if memory.agent_name is None else Memory(memory.user_id).url(request, "user")
         return await changing(request, memory, change, failed="forget", after=after)
 
     async def changing(
@@ -412,7 +435,7 @@ def create_app(
         return await memory_page(request, memory)
 
     async def home(request: Request) -> Response:
-        return RedirectResponse(request.url_for("users"), status_code=303)
+        return RedirectResponse(_path(request, "users"), status_code=303)
 
     pages_of_a_memory: list[tuple[str, Page, list[str], str]] = [
         ("", user, ["GET"], "user"),
@@ -434,7 +457,12 @@ def create_app(
         for root, prefix in ((USER_ROOT, ""), (AGENT_ROOT, AGENT_ROUTE))
         for path, handler, methods, name in pages_of_a_memory
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)]
+    middleware = [
+        Middleware(Forbidding),
+        Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS),
+    ]
+    if owner_key is not None:
+        middleware.append(Middleware(OwnerGate, key=owner_key, welcome=welcome, refuse=refuse_stranger))
     if tokens is not None:
         middleware.append(Middleware(TokenGate, tokens=tokens, ask_for_token=ask_for_token))
     return Starlette(
@@ -446,6 +474,18 @@ def create_app(
         ],
         middleware=middleware,
     )
+
+
+def _path(request: Request, name: str, **params: Any) -> URL:
+    """The root-relative address of page `name`: never built from the Host header, which the
+    client chooses (behind tokens any Host is answered, and a page must not load a script from it)."""
+    return URL(request.url_for(name, **params).path)
+
+
+@pass_context
+def _url_for(context: Any, name: str, **params: Any) -> URL:
+    """In a template: the root-relative address of page or asset `name`."""
+    return _path(context["request"], name, **params)
 
 
 @pass_context

@@ -5,13 +5,15 @@
   Without Playwright or Chromium the tests skip, or fail with the reason when
   MEMORY_MCP_REQUIRE_BROWSER=1 (as CI sets it).
 - `dashboard`: `memory-mcp dashboard` as a subprocess on a free loopback port, over a data directory
-  seeded with two users (alice and bob); yields a `Dashboard` (base URL, what was seeded). One server
-  per module, for flows that only read; `fresh_dashboard` is the same with its own server and data
-  directory per test, for flows that change what is stored.
+  seeded with two users (alice and bob); yields a `Dashboard` (base URL, the address with the key it
+  printed, what was seeded). One server per module, for flows that only read; `fresh_dashboard` is
+  the same with its own server and data directory per test, for flows that change what is stored.
 - `token_dashboard`: the same memory behind the HTTP server's bearer tokens, at /dashboard of
   `memory-mcp --transport streamable-http`, with a token for each user (`Dashboard.tokens`).
-- `page`: a fresh browser context and page; every console error, uncaught page error and dialog is
-  recorded and fails the test that caused it (one exception: Chromium's own /favicon.ico 404).
+- `page`: a fresh browser context and page, which has opened the printed address first (as the
+  dashboard's owner does) when the test uses `dashboard` or `fresh_dashboard`; every console error,
+  uncaught page error and dialog is recorded and fails the test that caused it (one exception:
+  Chromium's own /favicon.ico 404).
 - `refused(status, url)` (a fixture): `with refused(400, url):` expects the block to be answered with
   that status from that address, the one console error Chromium logs for it taken off the problems.
 - `screenshot(page, name)` (a fixture): a full-page PNG in artifacts/screenshots/ under the project root.
@@ -20,6 +22,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +51,7 @@ INSTALL_HINT = (
     "install them with `apt-get install -y chromium` and `pip install -e '.[test]'` (`make test` does the "
     "latter; .ci/run does both); never `playwright install`"
 )
+PRINTED = re.compile(r"memory-mcp dashboard on (http://127\.0\.0\.1:\d+/\?key=[\w-]+) ")
 
 
 def _missing() -> str | None:
@@ -109,6 +113,7 @@ SEEDED = Seeded()
 class Dashboard:
     base: str
     data_dir: Path
+    address: str = ""  # the address `memory-mcp dashboard` printed, with its key (none behind tokens)
     seeded: Seeded = SEEDED
     tokens: dict[str, str] = field(default_factory=dict)  # user -> bearer token, behind tokens
 
@@ -149,8 +154,10 @@ def serve_dashboard(root: Path) -> Iterator[Dashboard]:
             env=server_env(home=data_dir),
         )
         try:
-            _wait_for(f"{base}/users", process, log_path)
-            yield Dashboard(base=base, data_dir=data_dir)
+            _wait_for(f"{base}/static/dashboard.css", process, log_path)
+            printed = PRINTED.search(log_path.read_text(encoding="utf-8"))
+            assert printed is not None, log_path.read_text(encoding="utf-8")
+            yield Dashboard(base=base, data_dir=data_dir, address=printed[1])
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -226,6 +233,11 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     page.on("dialog", on_dialog)
     request.node.browser_problems = problems
     page.set_default_timeout(10_000)
+    for name in ("dashboard", "fresh_dashboard"):
+        if name in request.fixturenames:
+            served: Dashboard = request.getfixturevalue(name)
+            page.goto(served.address)  # its cookie set, then on to the list
+            page.wait_for_url(served.url("/users"))
     yield page
     context.close()
 
