@@ -203,7 +203,9 @@ class SearchFactsRequest(ToolRequest):
 
 
 class AddFactRequest(ToolRequest):
-    content: MemoryText = Field(min_length=1, max_length=MAX_FACT_CHARS, description="A short self-contained statement.")
+    content: MemoryText = Field(
+        min_length=1, max_length=MAX_FACT_CHARS, description="A short self-contained statement."
+    )
     category: FactCategory = "context"
     confidence: float = Field(0.9, ge=0, le=1)
     pinned: bool = Field(False, description="Always keep and show it.")
