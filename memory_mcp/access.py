@@ -115,6 +115,13 @@ class TokenRegistry:
             record = self._by_hash.get(hash_token(token))
         return record.user_id if record else None
 
+    def issued(self) -> bool:
+        """Whether any token is issued: asked per request by a server started without tokens, so it
+        costs a stat while the file is unchanged."""
+        with self._lock:
+            self._refresh()
+            return bool(self._by_hash)
+
     def _refresh(self) -> None:
         """Re-read the file only when it changed (inode, size or mtime), so a lookup costs a stat."""
         try:

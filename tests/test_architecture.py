@@ -67,6 +67,8 @@ LAYERS: dict[str, list[str]] = {
         "server",
         "stdio",
         "access",
+        "local_peer",
+        "http_limits",
         "http_server",
         "hook_relay",
         "hook_helper",

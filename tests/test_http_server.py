@@ -2,14 +2,24 @@
 
 What a team deploying memory-mcp relies on: a token acts for one user and no other, requests
 without a valid token or aimed at another user's memory are refused with 401 / 403 and change
-nothing, tokens can be added and revoked on a running server, the health endpoint tells a load
-balancer the truth, and SIGTERM finishes pending memory updates before the process exits.
+nothing, tokens can be added and revoked on a running server (the first one turns authentication
+on), the health endpoint tells a load balancer the truth within its deadline, connections that
+send nothing or too slowly are closed and cannot keep callers out or flood the log, and SIGTERM
+finishes pending memory updates before the process exits.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import resource
+import selectors
+import shutil
 import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +27,7 @@ import httpx2
 import pytest
 from http_helpers import (
     HttpServer,
+    StallingProxy,
     get_json,
     http_client,
     issue_token,
@@ -24,12 +35,23 @@ from http_helpers import (
     post_jsonrpc,
     tool_call,
 )
-from scripted_llm import ScriptedLLM, reply
+from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, add, ok, recall, run, snapshot, write_config
+from waiting import wait_until
 
 from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
 from memory_mcp.config import Settings, load_settings
-from memory_mcp.http_server import MCP_PATH, token_auth_settings
+from memory_mcp.http_limits import (
+    ACCEPT_FAILED,
+    INVALID_REQUEST,
+    REQUEST_BODY_SECONDS,
+    REQUEST_HEAD_SECONDS,
+    UNSUPPORTED_UPGRADE,
+    Hush,
+)
+from memory_mcp.http_server import HEALTH_DEADLINE_SECONDS, MCP_PATH, token_auth_settings
 from memory_mcp.server import build_server
 from memory_mcp.service import MemoryService
 from memory_mcp.store import Scope
@@ -148,6 +170,35 @@ def test_tokens_issued_or_revoked_take_effect_on_a_running_server(config: Path, 
         assert post_jsonrpc(server.url, probe, carol)[0] == 200
 
 
+def test_a_token_issued_while_a_loopback_server_runs_without_tokens_turns_authentication_on(
+    config: Path, data: Path, tmp_path: Path
+) -> None:
+    def add_as_dana(text: str) -> dict[str, Any]:
+        return tool_call("add_memory", {"user_input": text, "agent_response": "ok", "user_id": "dana"})
+
+    with HttpServer(config, tmp_path / "server.log") as server:
+        status, _, body = post_jsonrpc(server.url, add_as_dana("said before any token"))
+        assert status == 200 and not body["result"]["isError"], body
+
+        alice = issue_token(config, "alice")
+
+        status, headers, body = post_jsonrpc(server.url, add_as_dana("said after a token"))
+        assert status == 401, body
+        assert headers["www-authenticate"].startswith("Bearer")
+        with urllib.request.urlopen(f"{server.base}/dashboard/users/dana", timeout=30) as page:
+            assert "said before any token" not in page.read().decode()
+        added = tool_call("add_memory", {"user_input": "said as alice", "agent_response": "ok"})
+        status, _, body = post_jsonrpc(server.url, added, alice)
+        assert status == 200 and body["result"]["structuredContent"]["user_id"] == "alice", body
+
+        # Revoking every token does not open the server again: only a restart decides afresh.
+        token_id = json.loads(memory_mcp(config, "token", "list", "--json").stdout)[0]["token_id"]
+        assert memory_mcp(config, "token", "revoke", token_id).returncode == 0
+        assert post_jsonrpc(server.url, add_as_dana("said after revoking"))[0] == 401
+    assert stored_inputs(data, "dana") == ["said before any token"]
+    assert stored_inputs(data, "alice") == ["said as alice"]
+
+
 def test_tokens_are_stored_hashed_and_owner_only(config: Path, data: Path) -> None:
     token = issue_token(config, "alice")
 
@@ -178,6 +229,37 @@ def test_health_is_ok_and_says_503_when_memory_cannot_be_stored(tmp_path: Path) 
         assert "not-a-directory" in body["error"]
 
 
+@pytest.mark.timeout(180)
+def test_health_answers_503_within_its_deadline_while_the_database_hangs(
+    pg_schemas: Schemas,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The database accepts connections and never answers (a stalled proxy in front of it): every
+    probe still gets its answer in time, and health comes back once the database does."""
+    where = conninfo_to_dict(pg_schemas.dsn)
+    proxy = StallingProxy(str(where.get("host") or "127.0.0.1"), int(where.get("port") or 5432))
+    proxied = make_conninfo(pg_schemas.dsn, host="127.0.0.1", port=str(proxy.port))
+    storage = {"backend": "postgres", "dsn": proxied, "postgres_schema": pg_schemas.new()}
+    config = write_config(tmp_path / "config.json", {"data_storage_path": str(tmp_path / "data"), "storage": storage})
+    try:
+        with HttpServer(config, tmp_path / "server.log") as server:
+            assert get_json(f"{server.base}/health")[0] == 200
+
+            proxy.stall()
+
+            for _ in range(3):  # later probes wait on the check still under way, in time as well
+                started = time.monotonic()
+                status, _, body = get_json(f"{server.base}/health")
+                assert time.monotonic() - started < 5, "a probe must be answered within 2 s, give or take"
+                assert (status, body["status"]) == (503, "unavailable"), body
+                assert body["error"] == f"storage not ready within {HEALTH_DEADLINE_SECONDS} s"
+
+            proxy.resume()
+            wait_until(lambda: get_json(f"{server.base}/health")[0] == 200, 60, "health once the database answers")
+    finally:
+        proxy.stop()
+
+
 def test_without_tokens_the_server_refuses_to_listen_beyond_loopback(config: Path, tmp_path: Path) -> None:
     refused = memory_mcp(config, "--transport", "streamable-http", "--host", "0.0.0.0", "--port", "1")
     assert refused.returncode == 2
@@ -198,6 +280,41 @@ def test_on_loopback_without_tokens_callers_name_their_user(config: Path, data: 
     assert stored_inputs(data, "dana") == ["hello"]
 
 
+@pytest.mark.parametrize("auth", ["auto", "none"])
+def test_on_loopback_without_tokens_another_account_on_this_machine_is_refused(
+    data: Path, tmp_path: Path, auth: str
+) -> None:
+    """The finding: `runuser -u nobody curl` read and wrote a user's memory through a tokenless server."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or shutil.which("runuser") is None or python is None or not Path("/proc/net/tcp").exists():
+        pytest.skip("acting as another account needs Linux, root, runuser and a system python3")
+    config = write_config(tmp_path / f"config-{auth}.json", {"data_storage_path": str(data), "http": {"auth": auth}})
+    call = json.dumps(tool_call("add_memory", {"user_input": "sneaked in", "agent_response": "ok"}))
+    script = """
+import sys, urllib.error, urllib.request
+headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+for path, body in (("/mcp", sys.argv[2].encode()), ("/dashboard/users", None)):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(sys.argv[1] + path, body, headers), timeout=10) as answer:
+            print(answer.status)
+    except urllib.error.HTTPError as error:
+        print(error.code)
+"""
+    with HttpServer(config, tmp_path / "server.log") as server:
+        other = subprocess.run(
+            ["runuser", "-u", "nobody", "--", python, "-c", script, server.base, call],
+            check=False, capture_output=True, text=True, timeout=60, cwd="/",
+        )  # fmt: skip
+        assert other.returncode == 0, other.stderr
+        assert other.stdout.split() == ["403", "403"]
+        status, _, body = post_jsonrpc(
+            server.url, tool_call("add_memory", {"user_input": "mine", "agent_response": "ok"})
+        )
+        assert status == 200 and not body["result"]["isError"], body
+    assert stored_inputs(data, "default") == ["mine"]
+    assert "this account only" in (tmp_path / "server.log").read_text()
+
+
 def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) -> None:
     llm = ScriptedLLM(
         default=reply(
@@ -215,6 +332,7 @@ def test_sigterm_finishes_pending_memory_updates_before_exiting(tmp_path: Path) 
             "data_storage_path": str(tmp_path / "data"),
             "openai_base_url": llm.base_url,
             "openai_api_key": "test",
+            "llm_model": SCRIPTED_MODEL,
             "memory": {"debounce_seconds": 300, "shutdown_flush_seconds": 30},
         },
     )
@@ -307,3 +425,145 @@ def test_a_busy_port_is_an_error_before_anything_says_it_listens(config: Path) -
     assert refused.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr and "--port" in refused.stderr
     assert "listening on" not in refused.stderr
+
+
+def _still_open(connections: list[socket.socket], within: float, trickle: socket.socket | None = None) -> int:
+    """How many of `connections` the server has not closed after `within` seconds (fewer once all
+    are closed); `trickle` gets one more byte of its request head every 0.2 s meanwhile."""
+    with selectors.DefaultSelector() as watching:
+        for connection in connections:
+            watching.register(connection, selectors.EVENT_READ)
+        remaining = len(connections)
+        deadline = time.monotonic() + within
+        while remaining and time.monotonic() < deadline:
+            for key, _ in watching.select(timeout=0.2):
+                try:
+                    closed = not key.fileobj.recv(65536)  # type: ignore[union-attr]
+                except OSError:
+                    closed = True
+                if closed:
+                    watching.unregister(key.fileobj)
+                    remaining -= 1
+            if trickle is not None and trickle.fileno() in {key.fd for key in watching.get_map().values()}:
+                try:
+                    trickle.sendall(b"a")
+                except OSError:
+                    pass  # closed: the next select sees it
+        return remaining
+
+
+def _connect(port: int, head: bytes = b"") -> socket.socket:
+    """A connection to the server that sends `head` (or nothing) and waits."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        connection.sendall(head)
+    except OSError:
+        pass  # already closed to make room for newer ones: what the test is about
+    return connection
+
+
+def test_idle_and_half_sent_connections_are_closed_and_never_keep_a_caller_out(
+    config: Path, data: Path, tmp_path: Path
+) -> None:
+    """More idle connections than the server may hold, nor even accept, with 256 file descriptors
+    (so at most 64 connections): a caller with a token still gets in, the idle ones are closed
+    within a few seconds (a head sent a byte at a time too), and the log stays a few lines long."""
+    alice = issue_token(config, "alice")
+    half_head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    upgrade = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+    connections: list[socket.socket] = []
+    with HttpServer(config, tmp_path / "server.log", max_open_files=256) as server:
+        try:
+            connections += [_connect(server.port, half_head if n % 3 else b"") for n in range(300)]
+            connections += [_connect(server.port, b"NOT HTTP AT ALL\r\n\r\n") for _ in range(5)]
+            connections += [_connect(server.port, upgrade) for _ in range(5)]
+            trickle = _connect(server.port, b"GET /health HTTP/1.1\r\nX-Slow: ")
+            connections.append(trickle)
+
+            added = tool_call("add_memory", {"user_input": "I still got in", "agent_response": "ok"})
+            status, _, body = post_jsonrpc(server.url, added, alice)
+
+            assert status == 200 and not body["result"]["isError"], body
+            assert _still_open(connections, within=REQUEST_HEAD_SECONDS + 20, trickle=trickle) == 0
+        finally:
+            for connection in connections:
+                connection.close()
+        assert get_json(f"{server.base}/health")[0] == 200
+    assert stored_inputs(data, "alice") == ["I still got in"]
+    output = server.output()
+    assert output.count(INVALID_REQUEST) == 1, "five malformed requests, one line a minute"
+    assert output.count(UNSUPPORTED_UPGRADE) == 1, "five WebSocket upgrades, one line a minute"
+    assert ACCEPT_FAILED not in output and len(output) < 10_000, output[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_a_request_whose_body_stops_coming_is_cut_off(config: Path, tmp_path: Path) -> None:
+    alice = issue_token(config, "alice")
+    with HttpServer(config, tmp_path / "server.log") as server:
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {alice}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "Content-Length: 1000\r\n\r\n"
+        )
+        slow = _connect(server.port, head.encode() + b'{"jsonrpc": "2.0", ')
+        try:
+            # One byte of body a second, never the 1000 announced: cut off after 30 s all the same.
+            assert _still_open([slow], within=REQUEST_BODY_SECONDS + 30, trickle=slow) == 0
+        finally:
+            slow.close()
+        assert post_jsonrpc(server.url, tool_call("memory_status", {}), alice)[0] == 200
+    assert "Traceback" not in server.output(), server.output()[-3000:]
+
+
+def _answer(connection: socket.socket) -> bytes:
+    """All the server sends on `connection` before closing it (what came by then, after 30 s)."""
+    received = b""
+    try:
+        while chunk := connection.recv(65536):
+            received += chunk
+    except OSError:
+        pass  # reset after the answer, or no answer within the socket's timeout
+    return received
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts a process's open files in /proc (Linux)")
+def test_a_server_out_of_file_descriptors_answers_503_at_once_and_says_so_once_a_minute(
+    config: Path, tmp_path: Path
+) -> None:
+    """With no descriptor free, asyncio would log a traceback for every failed accept (and retry
+    each), leaving callers queued; the server answers each caller 503 and logs one line a minute."""
+    with HttpServer(config, tmp_path / "server.log") as server:
+        pid = server.process.pid
+        limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), limits[1]))
+        connections: list[socket.socket] = []
+        try:
+            connections.extend(_connect(server.port) for _ in range(100))
+            assert _answer(connections[0]).startswith(b"HTTP/1.1 503 ")
+            assert _still_open(connections[1:], within=30) == 0, "every other caller is answered as well"
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+            for connection in connections:
+                connection.close()
+        assert get_json(f"{server.base}/health")[0] == 200
+    output = server.output()
+    assert output.count("short of file descriptors") == 1, output[-3000:]
+    assert ACCEPT_FAILED not in output and len(output) < 10_000, output[-3000:]
+
+
+def test_a_hushed_message_passes_once_a_period_and_says_how_many_were_held_back() -> None:
+    now = 1000.0
+    hush = Hush((INVALID_REQUEST, ACCEPT_FAILED), 60, clock=lambda: now)
+
+    def passes(message: str) -> logging.LogRecord | None:
+        record = logging.LogRecord("uvicorn.error", logging.WARNING, __file__, 1, message, None, None)
+        return record if hush.filter(record) else None
+
+    assert passes(INVALID_REQUEST) is not None
+    assert [passes(INVALID_REQUEST) for _ in range(4)] == [None] * 4
+    assert passes(f"{ACCEPT_FAILED}\nsocket: <...>") is not None, "each kind has its own period"
+    assert passes("anything else") is not None and passes("anything else") is not None
+    now += 61
+    shown = passes(INVALID_REQUEST)
+    assert shown is not None and "(4 more like this were held back since the last one)" in shown.getMessage()
+    assert passes(INVALID_REQUEST) is None

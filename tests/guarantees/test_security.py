@@ -318,6 +318,13 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
     assert not [f for f in files if f.name.endswith(".tmp")]
 
 
+# Opened, not for writing: what each is and why it writes nothing.
+REVIEWED_OPENS = {
+    ("http_limits.py", "os.open(os.devnull, os.O_RDONLY)"): "Listener: a descriptor kept spare on /dev/null, "
+    "read-only, freed to answer a caller when the process has none left",
+}
+
+
 def test_only_the_durable_file_primitives_write_files() -> None:
     """Exports, logs and everything else go to the caller: no module but store/durable.py opens a
     file for writing (the lock files are created there too, with mode 0600)."""
@@ -333,7 +340,8 @@ def test_only_the_durable_file_primitives_write_files() -> None:
             if name.endswith(("write_text", "write_bytes", "os.open", "os.write", "shutil.copy", "shutil.move")) or (
                 name.endswith("open") and re.search(r"[wax+]", mode)
             ):
-                writers.append(f"{relative(path)}:{node.lineno} {name}")
+                if (relative(path), ast.unparse(node)) not in REVIEWED_OPENS:
+                    writers.append(f"{relative(path)}:{node.lineno} {name}")
     assert all(entry.startswith("store/durable.py:") for entry in writers), writers
 
 

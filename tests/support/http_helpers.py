@@ -6,21 +6,25 @@
   sending `Authorization: Bearer <token>` when a token is given.
 - `issue_token(config, user)`: the `memory-mcp token add` command, returning the token.
 - `post_jsonrpc(...)`: one raw JSON-RPC POST, to see HTTP statuses the SDK client hides.
+- `StallingProxy(host, port)`: a TCP proxy on 127.0.0.1 that can be made to stall, like a database
+  that accepts connections and never answers.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx2
 from mcp import Client
@@ -54,11 +58,21 @@ def issue_token(config: Path, user_id: str) -> str:
 class HttpServer:
     """The server as a subprocess on a free loopback port, ready when `start()` returns."""
 
-    def __init__(self, config: Path, log_path: Path, extra_args: Sequence[str] = (), env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        config: Path,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        max_open_files: int | None = None,
+    ):
+        """`max_open_files`: the server's open-file limit (RLIMIT_NOFILE), to run it short of descriptors."""
         self.port = free_port()
         self.log_path = log_path
         self._log = log_path.open("w", encoding="utf-8")
         command = [PYTHON, "-m", "memory_mcp", "--config", str(config), "--transport", "streamable-http"]
+        if max_open_files is not None:  # the shell sets the limit, then becomes the server (same pid)
+            command = ["sh", "-c", f'ulimit -n {max_open_files} && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(
             [*command, "--port", str(self.port), *extra_args],
             stdout=self._log,
@@ -75,7 +89,7 @@ class HttpServer:
     def url(self) -> str:
         return f"{self.base}/mcp"
 
-    def start(self, timeout: float = 30) -> HttpServer:
+    def start(self, timeout: float = 30) -> Self:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -108,7 +122,7 @@ class HttpServer:
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def __enter__(self) -> HttpServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -157,3 +171,72 @@ def tool_call(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments},
     }
+
+
+class StallingProxy:
+    """A TCP proxy on 127.0.0.1 to `host:port` that `stall()` turns into a server that hangs: it
+    keeps accepting connections and reading what they send, and answers nothing, on old connections
+    and new ones alike. `resume()` closes the stalled connections and forwards again."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self._listening = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listening.getsockname()[1]
+        self._forwarding = threading.Event()
+        self._forwarding.set()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self) -> None:
+        self._forwarding.clear()
+
+    def resume(self) -> None:
+        with self._lock:
+            stalled, self._open = self._open, []
+        self._forwarding.set()
+        for connection in stalled:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)  # wakes its relay, and the client sees the end
+            except OSError:
+                pass  # already closed by the other side
+            connection.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._listening.close()
+        self.resume()
+
+    def _accept(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                client, _ = self._listening.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._open.append(client)
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        """Forward both ways; while stalled, read and drop what either end sends."""
+        upstream = socket.create_connection(self.target) if self._forwarding.is_set() else None
+        try:
+            while True:
+                ends = [client] if upstream is None else [client, upstream]
+                readable, _, _ = select.select(ends, [], [], 0.2)
+                for end in readable:
+                    data = end.recv(65536)
+                    if not data:
+                        return
+                    if upstream is not None and self._forwarding.is_set():
+                        (upstream if end is client else client).sendall(data)
+        except (OSError, ValueError):  # ValueError: select on a socket resume() closed
+            return
+        finally:
+            with self._lock:
+                if client in self._open:
+                    self._open.remove(client)
+            client.close()
+            if upstream is not None:
+                upstream.close()
