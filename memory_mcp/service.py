@@ -202,14 +202,21 @@ class MemoryService:
         if host is not None:
             host_memory.check(self.store.read_document(scope), host, self.settings, scope)  # before any write
         self.store.append_page(scope, page)
-        structured = None
+        structured, deferred = None, None
         if host is not None:
-            structured = host_memory.outcome(
-                host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
-            )
+            try:
+                structured = host_memory.outcome(
+                    host_memory.apply_pending(self.store, scope, self.settings).get(page.page_id)
+                )
+            except StorageError as exc:
+                # The exchange is stored, and what the host learned with it (one record): the next
+                # add or start applies that. Saying "nothing was written" would be false.
+                deferred = exc
         self._updates.added(scope, thread_key(page))
         self._embed_soon(scope)
         message = "Remembered. retrieve_memory will find this exchange from now on."
+        if deferred is not None:
+            message += f" Its facts and profile are stored with it and applied at the next add or start ({deferred})."
         if structured is not None:
             message += (
                 f" Structured memory: {plural(len(structured.facts_added), 'fact')} added, {len(structured.facts_skipped)} "

@@ -220,3 +220,27 @@ def test_tool_results_and_exports_carry_plain_pages(service: MemoryService) -> N
     assert "host_memory" not in recalled.model_dump(mode="json")["short_term_memory"][0]
     assert "host_memory" not in exported["pages"][0]
     assert MemoryDocument.model_validate(exported["memory"]).facts[0].content == "Alice lives in Berlin"
+
+
+def test_an_add_whose_facts_cannot_be_applied_now_says_so_and_the_next_add_applies_them(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_mcp.errors import StorageError
+
+    service = MemoryService(Settings(data_storage_path=data_dir))
+    add(service, "before", user_id="alice")
+    write = service.store.update_document
+
+    def failing(*args: object, **kwargs: object) -> object:
+        raise StorageError("could not write the memory of alice: disk full")
+
+    monkeypatch.setattr(service.store, "update_document", failing)
+    result = add(service, "I moved to Berlin", user_id="alice", facts=[fact("Alice lives in Berlin")])
+    assert result.status == "success" and "applied at the next add or start (could not write" in result.message
+    assert [page.user_input for page in service.store.read_pages(Scope("alice")).pages] == [
+        "before",
+        "I moved to Berlin",
+    ]
+    monkeypatch.setattr(service.store, "update_document", write)
+    add(service, "and I write Go", user_id="alice", facts=[fact("Alice writes Go")])
+    assert holding(service) == ["Alice lives in Berlin", "Alice writes Go"]
