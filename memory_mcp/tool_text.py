@@ -115,14 +115,14 @@ def fact_change_text(result: FactChangeResult) -> str:
 
 def flush_text(result: FlushResult) -> str:
     parts = [
-        f"{extraction_said(result.extraction).capitalize()}: {plural(result.pages_analysed, 'exchange')} analysed in "
+        f"{_sentence(extraction_said(result.extraction))}: {plural(result.pages_analysed, 'exchange')} analysed in "
         f"{plural(result.llm_calls, 'LLM call')}; {plural(len(result.facts_added), 'fact')} added, "
         f"{len(result.facts_removed)} retired"
         + (f"; sections updated: {', '.join(result.sections_updated)}" if result.sections_updated else "")
         + (
             f". Pending: {result.pending_pages}; set aside: {result.set_aside_pages}."
             if result.extraction == "server"
-            else f". {waiting_said(result.pending_pages, result.extraction).capitalize()}."
+            else f". {_sentence(waiting_said(result.pending_pages, result.extraction))}."
             if result.pending_pages
             else "."
         )
@@ -135,10 +135,10 @@ def flush_text(result: FlushResult) -> str:
 def status_text(result: StatusResult, counter: TokenCounter) -> str:
     storage = "storage ok" if result.storage_ok else "storage NOT writable"
     extraction = extraction_said(result.extraction, result.llm_model)
-    head = (
-        f"memory-mcp {result.version}; {f'data in {result.data_dir}; ' if result.data_dir else ''}{storage}; {extraction}; "
-        f"{result.queued_updates} updates queued; {plural(len(result.users), 'user')}:"
-    )
+    if result.extraction == "server":
+        extraction += f"; {plural(result.queued_updates, 'update')} queued"
+    where = f"data in {result.data_dir}; " if result.data_dir else ""
+    head = f"memory-mcp {result.version}; {where}{storage}; {extraction}; {plural(len(result.users), 'user')}:"
     users = []
     for user in result.users:
         if user.problem:
@@ -147,7 +147,9 @@ def status_text(result: StatusResult, counter: TokenCounter) -> str:
         agents = f", agents {', '.join(user.agents)}" if user.agents else ""
         waiting = f", {waiting_said(user.pending_pages, result.extraction)}" if user.pending_pages else ""
         aside = f", {user.set_aside_pages} set aside" if user.set_aside_pages else ""
-        users.append(f"- {user.user_id}: {user.pages} exchanges, {user.facts} facts{waiting}{aside}{agents}")
+        users.append(
+            f"- {user.user_id}: {plural(user.pages, 'exchange')}, {plural(user.facts, 'fact')}{waiting}{aside}{agents}"
+        )
     tail = [f"Last update errors: {'; '.join(_clip(e, 150) for e in result.last_update_errors[:3])}"]
     lines = [head, *users, *(tail if result.last_update_errors else []), *result.notes]
     return _bounded(lines, counter, LIST_TEXT_TOKENS, "lines")
@@ -196,6 +198,11 @@ def _bounded(lines: list[str], counter: TokenCounter, budget: int, what: str) ->
         kept.append(line)
         used += cost
     return "\n".join(kept)
+
+
+def _sentence(text: str) -> str:
+    """`text` starting a sentence (str.capitalize would lower every other letter)."""
+    return text[:1].upper() + text[1:]
 
 
 def _whose(user_id: str, agent_name: str | None) -> str:

@@ -169,3 +169,18 @@ def test_the_tool_definitions_fit_3000_tokens_with_every_bound_published(tmp_pat
     assert schemas["add_memory"]["properties"]["user_id"]["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
     assert schemas["add_memory"]["properties"]["facts"]["maxItems"] == 50
     assert all("title" not in json.dumps(schema) for schema in schemas.values())
+
+
+def test_who_extracts_is_named_one_way_and_nothing_is_called_pending_that_nothing_will_take(tmp_path: Path) -> None:
+    from memory_mcp.models import FlushRequest
+    from memory_mcp.tool_text import text_of as text_for
+
+    service = MemoryService(Settings(data_storage_path=tmp_path / "memory"))
+    service.add_memory(AddMemoryRequest.build(user_input="I write Go", agent_response="ok"))
+    fact = {"content": "Writes Go", "category": "knowledge", "confidence": 0.9}
+    service.add_memory(AddMemoryRequest.build(user_input="at Acme", agent_response="ok", facts=[fact]))
+    status = text_for("memory_status", service.memory_status(), COUNTER)
+    flushed = text_for("flush_memory", service.flush_memory(FlushRequest.build()), COUNTER)
+    assert "extraction by the host model" in status and flushed.startswith("Extraction by the host model")
+    for text in (status, flushed):
+        assert "pending" not in text.lower() and "not analysed (set an LLM endpoint and llm_model" in text
