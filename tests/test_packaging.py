@@ -99,3 +99,17 @@ def test_the_installed_dashboard_renders_its_pages_from_the_package(fresh_instal
     listed, has_css = _sh(fresh_install / "python", "-c", script, cwd=tmp_path).splitlines()
     assert "users.html" in listed and "search.html" in listed
     assert has_css == "True"
+
+
+def test_no_tracked_file_is_over_one_megabyte() -> None:
+    """Every clone downloads every tracked file: data and wheels come from elsewhere."""
+    if not (PROJECT_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=PROJECT_ROOT, capture_output=True, check=True).stdout
+    sizes = {name: (PROJECT_ROOT / name).stat().st_size for name in listed.decode().split("\0") if name}
+    assert [name for name, size in sizes.items() if size > 1 << 20] == []
+
+
+def test_the_license_is_the_one_the_package_declares() -> None:
+    declared = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["license"]
+    assert declared == "MIT" and (PROJECT_ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
