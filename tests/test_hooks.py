@@ -369,11 +369,11 @@ def test_with_injection_off_no_hook_gives_anything(
 def test_stop_stores_no_secret_pasted_in_the_session(home: Path, tmp_path: Path) -> None:
     session = Transcript(tmp_path / "claude" / "projects" / "-work-app" / "secrets.jsonl")
     key = "sk-proj-" + "Qw7" * 16 + "T3BlbkFJ" + "pL2" * 16
-    session.prompt(f"Use OPENAI_API_KEY={key} for the tests <private>and my PIN is 4417</private>")
+    session.prompt(f"Use OPENAI_API_KEY={key} for the tests <private>and my PIN is zorbquill</private>")
     session.reply(text("Set it in the CI secrets rather than in the repo."))
     done = hook(home, "stop", session.stop_input(last_message="Set it in the CI secrets rather than in the repo."))
     assert (done.code, done.stderr) == (0, "")
     ((said, _, _),) = stored(home, Scope("default"))
     assert said == "Use OPENAI_API_KEY=[redacted: openai token] for the tests "
     held = b"".join(path.read_bytes() for path in home.rglob("*") if path.is_file())
-    assert key.encode() not in held and b"4417" not in held
+    assert key.encode() not in held and b"zorbquill" not in held

@@ -711,7 +711,7 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
     settings = Settings(data_storage_path=tmp_path / "unused", memory={"redaction": False})
     service = MemoryService(settings, store=backend.store())
     key = "AKIA" + "QWERTYUIOPASDFGH"
-    said = ["I keep bees", f"my key is {key} <private>and my PIN 4417</private>", "I play the cello"]
+    said = ["I keep bees", f"my key is {key} <private>and my PIN is zorbquill</private>", "I play the cello"]
     for text in said:
         service.add_memory(AddMemoryRequest.build(user_id="alice", user_input=text, agent_response="ok"))
     service.add_memory(
@@ -728,7 +728,7 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
     result = service.scrub("alice")
 
     assert (result.memories, result.exchanges, result.documents) == (2, 2, 1)
-    assert key.encode() not in stored_bytes(backend, service.store) and b"4417" not in stored_bytes(
+    assert key.encode() not in stored_bytes(backend, service.store) and b"zorbquill" not in stored_bytes(
         backend, service.store
     )
     again = MemoryService(settings, store=backend.store())  # another process reads the same
