@@ -532,13 +532,7 @@ class JsonStore:
             except BaseException:
                 remove_tree(staged)
                 raise
-            with contextlib.ExitStack() as held:
-                for each in sorted(affected, key=Scope.describe):
-                    state = self._states.get(each)
-                    held.enter_context(state.document_lock)
-                    held.enter_context(self._holding(state.document_file_lock, each))
-                    held.enter_context(state.log_lock)
-                    held.enter_context(self._holding(state.log_file_lock, each))
+            with self._holding_whole(affected):
                 if directory.is_dir():
                     rename_durably(directory, tombstone)
                 rename_durably(staged, directory)
@@ -557,13 +551,7 @@ class JsonStore:
         if scope.agent_name is None:
             affected += [Scope(scope.user_id, agent) for agent in self.list_agents(scope.user_id)]
         tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{secrets.token_hex(4)}")
-        with _os_errors(f"erase the memory of {scope.describe()}"), contextlib.ExitStack() as held:
-            for each in sorted(affected, key=Scope.describe):
-                state = self._states.get(each)
-                held.enter_context(state.document_lock)
-                held.enter_context(self._holding(state.document_file_lock, each))
-                held.enter_context(state.log_lock)
-                held.enter_context(self._holding(state.log_file_lock, each))
+        with _os_errors(f"erase the memory of {scope.describe()}"), self._holding_whole(affected):
             if not directory.is_dir():
                 return
             rename_durably(directory, tombstone)
@@ -806,6 +794,19 @@ class JsonStore:
             update_guard=threading.Lock(),
             update_file_lock=FileLock(locks / f"{name}.update.lock"),
         )
+
+    @contextmanager
+    def _holding_whole(self, scopes: Sequence[Scope]) -> Iterator[None]:
+        """Every lock of these scopes, their documents' and logs', taken in one order (by name) so
+        that two erases or replacements never wait on each other."""
+        with contextlib.ExitStack() as held:
+            for each in sorted(scopes, key=Scope.describe):
+                state = self._states.get(each)
+                held.enter_context(state.document_lock)
+                held.enter_context(self._holding(state.document_file_lock, each))
+                held.enter_context(state.log_lock)
+                held.enter_context(self._holding(state.log_file_lock, each))
+            yield
 
     @contextmanager
     def _holding(self, file_lock: FileLock, scope: Scope) -> Iterator[None]:
