@@ -35,9 +35,9 @@ sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 
 from bench_store import generated_pages
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddFactRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 PORT = 18799

@@ -54,10 +54,10 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from bench.stats import percentile
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, Fact, FlushRequest, FlushResult, ProfileRequest
-from memory_mcp.service import MemoryService
-from memory_mcp.tokens import TokenCounter
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
 
 # The proxy is on 127.0.0.1: make sure no proxy setting in the environment reroutes the product's calls to it.
 for _name in ("NO_PROXY", "no_proxy"):

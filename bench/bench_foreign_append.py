@@ -22,12 +22,12 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from bench.stats import summary
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import Page, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.durable import read_bytes
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 WORDS = ["kettle", "violin", "harbour", "lantern", "pepper", "glacier", "orchid", "saddle", "meteor", "walnut"]
 ALICE = Scope("alice")

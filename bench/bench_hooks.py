@@ -43,8 +43,8 @@ for path in (PROJECT_ROOT, PROJECT_ROOT / "bench", PROJECT_ROOT / "tests" / "sup
 from bench_store import TextGenerator, page_stream
 from claude_code_session import Transcript, text
 
-from memory_mcp.hook_relay import helper_socket
-from memory_mcp.ids import new_id
+from memory_mcp.base.ids import new_id
+from memory_mcp.hosts.relay import helper_socket
 from memory_mcp.models import StoredPage
 
 COMMAND = [sys.executable, "-m", "memory_mcp"]
@@ -79,9 +79,9 @@ def stand_in_vectors(home: Path) -> None:
     """A random unit vector of the local model's id and shape for every stored exchange."""
     import numpy as np
 
-    from memory_mcp.config import Settings
-    from memory_mcp.embeddings import PARTS, open_embedder, quantised, stored_model
-    from memory_mcp.service import MemoryService
+    from memory_mcp.base.settings import Settings
+    from memory_mcp.recall.embeddings import PARTS, open_embedder, quantised, stored_model
+    from memory_mcp.service.memory_service import MemoryService
     from memory_mcp.store import Scope
 
     settings = Settings(data_storage_path=home, embeddings={"backend": "local"})  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "tests" / "support"))
 
 from claude_code_session import Transcript, text
 
-from memory_mcp.tokens import TokenCounter
+from memory_mcp.recall.token_count import TokenCounter
 
 COUNTER = TokenCounter("tiktoken")
 TARGET_SHARE = 0.15

@@ -41,9 +41,9 @@ DISTINCT_CONVERSATIONS = 50  # users share these texts (each with ids of its own
 
 
 def seed(data: Path, users: list[str], pages: int) -> None:
-    from memory_mcp.ids import new_id
+    from memory_mcp.base.ids import new_id
     from memory_mcp.store import Scope
-    from memory_mcp.store.json_store import JsonStore
+    from memory_mcp.store.files.backend import JsonStore
 
     conversations = [generated_pages(pages, seed=number) for number in range(DISTINCT_CONVERSATIONS)]
     store = JsonStore(data)

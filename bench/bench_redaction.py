@@ -20,7 +20,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from memory_mcp.redaction import redact
+from memory_mcp.memory.redaction import redact
 
 LABELLED = PROJECT_ROOT / "tests" / "data" / "redaction" / "labelled.json"
 PROSE = "I would like to plan a trip to Kyoto next spring with my family; which temples open early?"

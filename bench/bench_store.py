@@ -226,7 +226,7 @@ def page_stream(generator: TextGenerator, seed: int):
 
 def generated_pages(size: int, seed: int = 7) -> list[Any]:
     """`size` pages of page_stream's exchanges, one timestamp for all, deterministic for a seed."""
-    from memory_mcp.ids import new_id  # here: this module times what importing the product loads
+    from memory_mcp.base.ids import new_id  # here: this module times what importing the product loads
     from memory_mcp.models import Page
 
     stream = page_stream(TextGenerator(seed), seed)
@@ -279,9 +279,9 @@ def run_size(
     result: dict = {"size": size}
     rss = result["rss_mb"] = {"start": rss_mb()}
 
-    from memory_mcp.clock import utc_now
+    from memory_mcp.base.clock import utc_now
     from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
 
     rss["after_imports"] = rss_mb()
     result["numpy_loaded_by_imports"] = "numpy" in sys.modules
@@ -465,7 +465,7 @@ def _seed_facts(service, generator: TextGenerator, count: int) -> int:
     if count <= 0:
         return 0
     try:
-        from memory_mcp.clock import utc_now
+        from memory_mcp.base.clock import utc_now
         from memory_mcp.models import Fact, MemoryDocument
         from memory_mcp.store import Scope
 
@@ -509,7 +509,7 @@ def measure_first_use_loads() -> dict:
 
 
 def _new_page_id() -> str:
-    from memory_mcp.ids import new_id
+    from memory_mcp.base.ids import new_id
 
     return new_id("page")
 
@@ -519,7 +519,7 @@ def _pages_path(service, data_root: Path) -> Path:
     try:
         from memory_mcp.store import Scope
         from memory_mcp.store.durable import ensure_directory
-        from memory_mcp.store.json_store import PAGES_FILE
+        from memory_mcp.store.files.backend import PAGES_FILE
 
         directory = service.store.scope_dir(Scope(USER_ID))
         ensure_directory(directory)
@@ -538,7 +538,7 @@ def _cold_breakdown(settings, query: str, warm_p50_ms: float) -> dict:
     warm query."""
     try:
         from memory_mcp.models import RetrieveMemoryRequest
-        from memory_mcp.service import MemoryService
+        from memory_mcp.service.memory_service import MemoryService
         from memory_mcp.store import Scope, open_store
 
         store = open_store(settings)
@@ -568,7 +568,7 @@ def _traced_load(settings) -> dict:
     import tracemalloc
 
     from memory_mcp.models import RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
 
     gc.collect()
     tracemalloc.start()
@@ -611,7 +611,7 @@ def restart_probe(settings) -> dict:
     """In a fresh process: open a service over the filled data and make its first retrieve."""
     started = time.perf_counter()
     from memory_mcp.models import RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
     from memory_mcp.store import Scope
 
     imported = time.perf_counter()
@@ -689,7 +689,7 @@ def _dsn_location(dsn: str | None) -> str:
     """Where the DSN points, without its password."""
     from psycopg.conninfo import conninfo_to_dict
 
-    from memory_mcp.store.postgres_store import describe_dsn
+    from memory_mcp.store.postgres.backend import describe_dsn
 
     return describe_dsn(conninfo_to_dict(dsn)) if dsn else "no DSN"
 

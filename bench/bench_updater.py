@@ -289,8 +289,8 @@ def drive(service: Any, schedule: Sequence[Planned], texts: Sequence[tuple[str, 
 
 
 def make_service(data_dir: Path, base_url: str | None, debounce: float) -> Any:
-    from memory_mcp.config import Settings
-    from memory_mcp.service import MemoryService
+    from memory_mcp.base.settings import Settings
+    from memory_mcp.service.memory_service import MemoryService
 
     fields: dict[str, Any] = {"data_storage_path": data_dir, "memory": {"debounce_seconds": debounce}}
     if base_url:
@@ -318,8 +318,8 @@ def record_document_writes(service: Any) -> list[tuple[str, float, float]]:
 
 
 def pending_pages(service: Any, users: Iterable[str]) -> int:
+    from memory_mcp.extraction.updater import pending_threads
     from memory_mcp.store import Scope
-    from memory_mcp.updater import pending_threads
 
     return sum(sum(pending_threads(service.store, Scope(user)).values()) for user in users)
 
@@ -343,9 +343,9 @@ class CloseCheck:
 
 
 def close_and_check(part: str, service: Any, users: Sequence[str]) -> CloseCheck:
+    from memory_mcp.extraction.updater import pending_threads
     from memory_mcp.models import FlushRequest
     from memory_mcp.store import Scope
-    from memory_mcp.updater import pending_threads
 
     check = CloseCheck(part, service.close(), service.extraction_on)
     for user in users:
@@ -443,7 +443,7 @@ def back_to_back(calls: Sequence[LLMCall], delay: float) -> tuple[int, int]:
     updater's loop). (chasing: the previous call's batch was not full, so it had taken every page
     pending when it started and this call carries only pages added during the run; backlog: the
     previous batch was full, MAX_BATCH_PAGES, so this one may just be the rest of an old backlog)."""
-    from memory_mcp.updater import MAX_BATCH_PAGES
+    from memory_mcp.extraction.updater import MAX_BATCH_PAGES
 
     by_key: dict[tuple[str, str], list[LLMCall]] = defaultdict(list)
     for call in calls:
@@ -727,7 +727,7 @@ def part_bursty(args: argparse.Namespace, llm: LLMProcess, workdir: Path) -> tup
 
 
 def part_steady(args: argparse.Namespace, llm: LLMProcess, workdir: Path) -> tuple[bool, bool, CloseCheck]:
-    from memory_mcp.queue import MAX_DEFERRALS
+    from memory_mcp.extraction.queue import MAX_DEFERRALS
 
     debounce = STEADY_DEBOUNCE_S
     cap = MAX_DEFERRALS * debounce

@@ -31,10 +31,10 @@ sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 import numpy as np
 from bench_store import generated_pages
 
-from memory_mcp.config import EmbeddingSettings, Settings
-from memory_mcp.embeddings import PARTS, LocalEmbedder, quantised, stored_model
+from memory_mcp.base.settings import EmbeddingSettings, Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.embeddings import PARTS, LocalEmbedder, quantised, stored_model
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 DIMENSIONS = 384  # multilingual-e5-small

@@ -101,8 +101,8 @@ def _write_config(work: Path, backend: str, schema: str | None) -> Path:
 
 def _seed(settings, users: list[str], count: int, texts: Texts) -> None:
     """Each user's first `count` pages, written through the store in bulk (not timed)."""
-    from memory_mcp.clock import utc_now
-    from memory_mcp.ids import new_id
+    from memory_mcp.base.clock import utc_now
+    from memory_mcp.base.ids import new_id
     from memory_mcp.models import Page
     from memory_mcp.store import Scope, open_store
 

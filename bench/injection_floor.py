@@ -16,7 +16,7 @@ For a floor f, on a set of questions:
 The floor chosen on a training set maximises F-beta of kept and precise with BETA = 3: a
 missed memory is taken to cost nine times a needless line. It is chosen leaving one
 conversation out (five folds), and each fold is reported on the conversation left out. The
-product's floors (memory_mcp/relevance.py) are the median of the fold choices; a gain that does
+product's floors (memory_mcp/recall/relevance.py) are the median of the fold choices; a gain that does
 not hold on the held-out conversations is not one. With --vectors, the exchanges are ranked with
 local vectors too, and the meaning floor is chosen the same way beside the product's word floor.
 
@@ -41,7 +41,7 @@ for path in (PROJECT_ROOT, PROJECT_ROOT / "bench"):
 
 from locomo_recall import DEFAULT_DATA, Conversation, ingest, load_conversations
 
-from memory_mcp import relevance
+from memory_mcp.recall import relevance
 
 BETA = 3.0
 WORD_FLOORS = [round(0.05 * n, 2) for n in range(21)]
@@ -73,9 +73,9 @@ def observations(raw: dict[str, Any]) -> list[tuple[str, list[str]]]:
 
 
 def collect(data: Path, vectors: bool) -> list[Asked]:
-    from memory_mcp.config import MemorySettings, Settings
+    from memory_mcp.base.settings import MemorySettings, Settings
     from memory_mcp.models import AddFactRequest, RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
 
     conversations: list[Conversation] = load_conversations(data)
     raw = {sample["sample_id"]: sample for sample in json.loads(data.read_text(encoding="utf-8"))}

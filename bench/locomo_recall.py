@@ -282,8 +282,8 @@ def ask(
 
 
 def open_service(data_dir: str, extra_settings: dict[str, Any]) -> Any:
-    from memory_mcp.config import Settings
-    from memory_mcp.service import MemoryService
+    from memory_mcp.base.settings import Settings
+    from memory_mcp.service.memory_service import MemoryService
 
     fields = {"short_term_capacity": SHORT_TERM_CAPACITY, **extra_settings, "data_storage_path": data_dir}
     # Not started: no background work (an embedding runner would compute what ingest() computes).

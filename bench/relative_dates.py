@@ -9,7 +9,7 @@ the Chinese pages); its gold answer is the one exchange from that time. Words al
 the occurrences apart: only the time can.
 
 Compared: the lexical ranking with no use of the time words; the soft lift recall gives pages
-from the period a query names (memory_mcp/periods.py) at several weights; and a hard filter on the
+from the period a query names (memory_mcp/recall/periods.py) at several weights; and a hard filter on the
 same periods (as if they were passed as since / until), which loses what people date loosely:
 each question has a one-in-four chance to be asked about an exchange dated a little outside the
 period named (a "last week" said of eight or nine days ago).
@@ -32,12 +32,13 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from memory_mcp import recall, retrieval
-from memory_mcp.clock import format_timestamp
-from memory_mcp.config import Settings
+from memory_mcp.base.clock import format_timestamp
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-from memory_mcp.periods import periods_in
-from memory_mcp.service import MemoryService
+from memory_mcp.recall import ranking as retrieval
+from memory_mcp.recall import scope_recall as recall
+from memory_mcp.recall.periods import periods_in
+from memory_mcp.service.memory_service import MemoryService
 
 ACTIVITIES = [
     ("hike", "We went hiking in {place}; the trail was steep", "Where did I go hiking {when}?"),

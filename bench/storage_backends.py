@@ -28,7 +28,7 @@ def new_schema_name(label: str) -> str:
 
 def settings_for(backend: str, data_root: Path, dsn: str | None = None, schema: str | None = None):
     """Settings for one benchmark run; postgres needs `dsn` and `schema`."""
-    from memory_mcp.config import Settings
+    from memory_mcp.base.settings import Settings
 
     if backend == "json":
         return Settings(data_storage_path=data_root)

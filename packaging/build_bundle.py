@@ -24,7 +24,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from memory_mcp import __version__  # noqa: E402  # from this checkout, whatever is installed
-from memory_mcp.server import TOOLS  # noqa: E402
+from memory_mcp.mcp.server import TOOLS  # noqa: E402
 
 MANIFEST_VERSION = "0.4"  # the first with the `uv` server type
 INCLUDED = ("pyproject.toml", "README.md", "server.py", "memory_mcp/")

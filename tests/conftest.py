@@ -11,8 +11,8 @@ from hook_helpers import stop_hook_helpers
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM
 from update_helpers import TEST_MEMORY, ServiceFactory
 
-from memory_mcp.config import Settings
-from memory_mcp.service import MemoryService
+from memory_mcp.base.settings import Settings
+from memory_mcp.service.memory_service import MemoryService
 
 
 @pytest.fixture(autouse=True)

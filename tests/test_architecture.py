@@ -18,78 +18,29 @@ import pytest
 from project import PACKAGE
 from project import PROJECT_ROOT as ROOT
 
-LAYERS: dict[str, list[str]] = {
-    "foundation": [
-        "errors",
-        "ids",
-        "clock",
-        "environment",
-        "config",
-        "models",
-        "page_sequence",
-        "terms",
-        "periods",
-        "tokens",
-        "facts",
-        "signals",
-        "pending",
-        "sessions",
-        "wording",
-        "projects",
-        "relevance",
-        "redaction",
-    ],
-    "store": ["store"],
-    "core": [
-        "retrieval",
-        "index_snapshot",
-        "context",
-        "rules",
-        "reply",
-        "prompts",
-        "llm",
-        "host_memory",
-        "updater",
-        "queue",
-        "recall",
-        "update_runner",
-        "fact_edits",
-        "portability",
-        "embeddings",
-        "retention",
-        "found",
-        "session_ledger",
-    ],
-    "service": ["service"],
-    "edges": [
-        "tool_functions",
-        "tool_text",
-        "server",
-        "stdio",
-        "access",
-        "local_peer",
-        "http_limits",
-        "http_server",
-        "hook_relay",
-        "hook_helper",
-        "injection",
-        "quiet_update",
-        "hooks",
-        "host_setup",
-        "console",
-        "dashboard",
-        "cli",
-        "launch",
-        "__main__",
-    ],
+# Each layer is one package, bottom to top; a module imports from its own package or a lower one.
+LAYERS: dict[str, str] = {
+    "base": "errors, ids, the clock, settings, the environment, wording, projects",
+    "models": "pydantic models at every boundary: stored, requests, results, export",
+    "store": "the storage protocol, durable files, page columns; files/ and postgres/ backends",
+    "memory": "rules every change obeys: facts, proposals, progress, sessions, signals, redaction",
+    "recall": "terms, periods, token counting, ranking, saved index, vectors, the <memory> block",
+    "extraction": "queue, runner, updater, prompt, LLM client, reply parsing, host facts, retention",
+    "portability": "export documents, importers, backend copy",
+    "service": "MemoryService (the tool API) and its parts, tokens, the session ledger",
+    "dashboard": "app factory, routes, gate, charts, filters, templates",
+    "mcp": "server wiring, tool signatures and text, stdio, HTTP, the SDK token verifier",
+    "hosts": "what a host session is given, the prompt helper; one folder per host",
+    "cli": "the fast first step, the parser, hooks as commands, the commands, rendering",
+    "__main__": "`python -m memory_mcp`",
 }
-RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
+RANK = {package: rank for rank, package in enumerate(LAYERS)}
 # Outside libraries only one place may use: the MCP SDK at the edge, each driver in its module.
 ONLY_IN = {
-    "mcp": {"tool_functions.py", "server.py", "stdio.py", "access.py", "http_server.py"},
-    "openai": {"llm.py", "embeddings.py"},  # the chat endpoint's client, and the embeddings endpoint's
-    "psycopg": {"store/postgres_store.py", "store/migrations.py"},
-    "psycopg_pool": {"store/postgres_store.py"},
+    "mcp": {"mcp/tool_signatures.py", "mcp/server.py", "mcp/stdio.py", "mcp/token_verifier.py", "mcp/http.py"},
+    "openai": {"extraction/llm_client.py", "recall/embeddings.py"},  # the chat client, the embeddings client
+    "psycopg": {"store/postgres/backend.py", "store/postgres/migrations.py"},
+    "psycopg_pool": {"store/postgres/backend.py"},
 }
 
 
@@ -106,7 +57,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def top_module(path: Path) -> str:
-    """The name a module is listed under in LAYERS: its file, or its package."""
+    """The layer a module belongs to: its top-level package (or `__main__`)."""
     relative = path.relative_to(PACKAGE)
     return relative.parts[0].removesuffix(".py")
 
@@ -117,6 +68,8 @@ SOURCES = [path for path in sorted(PACKAGE.rglob("*.py")) if path.name != "__ini
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted({top_module(path) for path in SOURCES} - set(RANK))
     assert unplaced == [], f"modules in no layer of LAYERS: {unplaced}"
+    loose = sorted(path.name for path in PACKAGE.glob("*.py") if path.name not in {"__init__.py", "__main__.py"})
+    assert loose == [], f"modules outside every layer package: {loose}"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.relative_to(PACKAGE).as_posix())
@@ -143,37 +96,44 @@ def test_outside_libraries_are_used_where_they_belong() -> None:
 
 
 def test_the_console_renders_results_and_nothing_else() -> None:
-    imported = {m for m in imported_modules(PACKAGE / "console.py") if m.startswith("memory_mcp")}
+    imported = {m for m in imported_modules(PACKAGE / "cli" / "rendering.py") if m.startswith("memory_mcp")}
     # projects: how a project is named to a person (a folder's name), nothing that reads memory.
-    assert imported <= {"memory_mcp.models", "memory_mcp.access", "memory_mcp.wording", "memory_mcp.projects"}, imported
+    assert imported <= {"memory_mcp.models", "memory_mcp.service.access", "memory_mcp.base.wording", "memory_mcp.base.projects"}, imported
 
 
 def test_the_command_line_reaches_memory_only_through_the_service() -> None:
-    text = (PACKAGE / "cli.py").read_text(encoding="utf-8")
-    assert ".store." not in text and "service.store" not in text
-    imported = {m for m in imported_modules(PACKAGE / "cli.py") if m.startswith("memory_mcp.store")}
-    assert imported == set(), imported
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "service.store" not in text, path
+        imported = {m for m in imported_modules(path) if m.startswith("memory_mcp.store")}
+        assert imported == set(), (path, imported)
 
 
 def test_the_commands_first_step_loads_the_standard_library_alone() -> None:
-    """A prompt hook answered by the helper costs what `launch` imports: nothing heavy may creep in."""
+    """A prompt hook answered by the helper costs what `cli.entry` imports: nothing heavy may creep in."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, memory_mcp.launch; print(' '.join(sorted(sys.modules)))"],
+        [sys.executable, "-c", "import sys, memory_mcp.cli.entry; print(' '.join(sorted(sys.modules)))"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
     ours = {name for name in loaded if name.split(".")[0] == "memory_mcp"}
-    assert ours == {"memory_mcp", "memory_mcp.launch", "memory_mcp.hook_relay", "memory_mcp.environment"}
+    assert ours == {
+        "memory_mcp",
+        "memory_mcp.cli",
+        "memory_mcp.cli.entry",
+        "memory_mcp.hosts",
+        "memory_mcp.hosts.relay",
+        "memory_mcp.base",
+        "memory_mcp.base.environment",
+    }
     others = {name.split(".")[0] for name in loaded} - set(sys.stdlib_module_names) - {"memory_mcp"}
     assert {name for name in others if not name.startswith("_")} == set(), others
 
 
-def test_the_readme_shows_these_layers_top_down() -> None:
-    """The README's layout table is read by newcomers first: it must name the layers as they are."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_architecture_guide_shows_these_layers_top_down() -> None:
+    """docs/architecture.md's layout table is read by newcomers first: it must name the packages as they are."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = text.split("<!-- layers:start -->")[1].split("<!-- layers:end -->")[0]
-    rows = re.findall(r"^\| (\w+) \| ((?:`[\w.]+` ?)+) \|", table, flags=re.MULTILINE)
-    documented = {layer: re.findall(r"`([\w.]+)`", modules) for layer, modules in rows}
-    assert list(documented) == list(reversed(LAYERS))
-    assert documented == LAYERS
+    documented = re.findall(r"^\| `([\w]+)/?` \|", table, flags=re.MULTILINE)
+    assert documented == [name for name in reversed(LAYERS) if name != "__main__"]

@@ -20,7 +20,7 @@ from stdio_helpers import connect_command, ok, run
 sys.path.insert(0, str(PROJECT_ROOT / "packaging"))
 from build_bundle import build  # noqa: E402
 
-from memory_mcp.server import TOOLS  # noqa: E402
+from memory_mcp.mcp.server import TOOLS  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -81,8 +81,8 @@ def test_the_bundle_carries_the_package_and_nothing_local(unpacked: Path) -> Non
         "manifest.json",
         "pyproject.toml",
         "server.py",
-        "memory_mcp/cli.py",
-        "memory_mcp/store/json_store.py",
+        "memory_mcp/cli/main.py",
+        "memory_mcp/store/files/backend.py",
     } <= names
     assert not [name for name in names if ".venv" in name or "__pycache__" in name or name.endswith("config.json")]
     manifest = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))

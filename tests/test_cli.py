@@ -20,7 +20,8 @@ from sample_memory import DEERFLOW_MEMORY, memoryos_dir, write_json
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import snapshot, write_config
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
+from memory_mcp.extraction.updater import pending_threads
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -28,9 +29,8 @@ from memory_mcp.models import (
     SearchFactsRequest,
     UpdateFactRequest,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.updater import pending_threads
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from project import PROJECT_ROOT
 
-from memory_mcp.config import ConfigError, MemorySettings, Settings, load_settings
+from memory_mcp.base.settings import ConfigError, MemorySettings, Settings, load_settings
 
 EXAMPLE_CONFIG = PROJECT_ROOT / "config.example.json"
 

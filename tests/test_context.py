@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_mcp.config import Settings
-from memory_mcp.context import FRAME, SHORTENED, build_context, escape
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, Fact, MemoryDocument, Page, RetrieveMemoryRequest, Section
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.memory_block import FRAME, SHORTENED, build_context, escape
+from memory_mcp.recall.token_count import OFFLINE_ENCODING, TokenCounter, estimate_tokens, offline_encoding
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.tokens import OFFLINE_ENCODING, TokenCounter, estimate_tokens, offline_encoding
 
 CHINESE = "用户喜欢在周末去山里徒步，并且总是带着一只叫小白的狗。"
 
@@ -106,7 +106,7 @@ def run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.integration
 def test_tiktoken_loads_with_no_network_and_writes_no_cache(tmp_path: Path) -> None:
     done = run_isolated(
-        "from memory_mcp.tokens import TokenCounter\n"
+        "from memory_mcp.recall.token_count import TokenCounter\n"
         "c = TokenCounter('tiktoken')\n"
         "print(c.method, c.count('hello world'))\n",
         tmp_path,
@@ -121,7 +121,7 @@ def test_tiktoken_loads_with_no_network_and_writes_no_cache(tmp_path: Path) -> N
 def test_importing_the_server_touches_no_network_and_loads_no_heavy_module(tmp_path: Path) -> None:
     done = run_isolated(
         "import sys\n"
-        "import memory_mcp.server, memory_mcp.service\n"
+        "import memory_mcp.mcp.server, memory_mcp.service.memory_service\n"
         "heavy = [m for m in ('numpy', 'tiktoken', 'openai') if m in sys.modules]\n"
         "print(heavy)\n",
         tmp_path,
@@ -136,7 +136,7 @@ def test_without_tiktoken_the_counter_estimates_and_warns_once(tmp_path: Path) -
         "import sys, logging\n"
         "logging.basicConfig(level=logging.WARNING)\n"
         "sys.modules['tiktoken'] = None  # as if the package were not installed\n"
-        "from memory_mcp.tokens import TokenCounter\n"
+        "from memory_mcp.recall.token_count import TokenCounter\n"
         "c = TokenCounter('tiktoken')\n"
         "print(c.method, [c.count('abcd' * 10) for _ in range(5)])\n",
         tmp_path,
@@ -394,7 +394,7 @@ def test_current_context_steers_fact_ranking(data_dir: Path) -> None:
 
 
 def test_max_tokens_outside_its_range_is_rejected(data_dir: Path) -> None:
-    from memory_mcp.errors import InvalidInput
+    from memory_mcp.base.errors import InvalidInput
 
     for bad in (99, 8001):
         with pytest.raises(InvalidInput, match="max_tokens"):

@@ -30,8 +30,8 @@ from http_helpers import free_port
 from project import PROJECT_ROOT, PYTHON
 from stdio_helpers import server_env
 
-from memory_mcp.clock import utc_now
-from memory_mcp.config import Settings
+from memory_mcp.base.clock import utc_now
+from memory_mcp.base.settings import Settings
 from memory_mcp.dashboard.charts import weekly
 from memory_mcp.models import (
     AddFactRequest,
@@ -41,7 +41,7 @@ from memory_mcp.models import (
     SearchFactsRequest,
     SessionState,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration

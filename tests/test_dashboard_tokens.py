@@ -19,12 +19,12 @@ import pytest
 from http_helpers import HttpServer, issue_token
 from stdio_helpers import write_config
 
-from memory_mcp.config import Settings
-from memory_mcp.dashboard import create_app
-from memory_mcp.http_server import DASHBOARD_PATH
+from memory_mcp.base.settings import Settings
+from memory_mcp.dashboard.app import create_app
+from memory_mcp.mcp.http import DASHBOARD_PATH
 from memory_mcp.models import AddFactRequest, AddMemoryRequest, ExportRequest, SearchFactsRequest
 from memory_mcp.models.requests import MAX_QUERY_CHARS
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 pytestmark = pytest.mark.integration
 

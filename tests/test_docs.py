@@ -9,7 +9,7 @@ from typing import Any
 from project import PROJECT_ROOT as ROOT
 from pydantic import BaseModel
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 
 # Settings grouped in a nested object ("memory": {...}), by key.
 SECTIONS = {

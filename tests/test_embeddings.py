@@ -22,8 +22,7 @@ from project import PROJECT_ROOT, PYTHON
 from scripted_llm import ScriptedLLM
 from waiting import wait_until
 
-from memory_mcp.config import EmbeddingSettings, Settings, load_settings
-from memory_mcp.embeddings import VectorTable, fact_vector_model, quantised, stored_model
+from memory_mcp.base.settings import EmbeddingSettings, Settings, load_settings
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
@@ -32,9 +31,10 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.embeddings import VectorTable, fact_vector_model, quantised, stored_model
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 EXCHANGES = [
     ("We adopted a greyhound called Bolt", "He sounds lovely."),
@@ -266,9 +266,9 @@ def test_the_embed_command_computes_what_is_missing_and_status_counts_what_is_le
 
 _EMBEDDING_CHILD = """
 import json, sys, time
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 service = MemoryService(Settings.model_validate(json.loads(sys.argv[1])))
 service.start()

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from core_calls import add
 
-from memory_mcp.clock import format_timestamp, now
-from memory_mcp.config import MemorySettings, Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.base.clock import format_timestamp, now
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.settings import MemorySettings, Settings
+from memory_mcp.memory.rules import UpdateProposal, apply_proposal
 from memory_mcp.models import (
     AddFactRequest,
     ExportRequest,
@@ -21,8 +22,7 @@ from memory_mcp.models import (
     SearchFactsRequest,
     UpdateFactRequest,
 )
-from memory_mcp.rules import UpdateProposal, apply_proposal
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from update_helpers import fact, update
 from waiting import wait_until
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddFactRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.tokens import TokenCounter
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from core_calls import add
 from stdio_helpers import snapshot
 from waiting import wait_until
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import (
     HostFact,
     HostMemory,
@@ -23,7 +23,7 @@ from memory_mcp.models import (
     SearchFactsRequest,
     StoredPage,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 
@@ -225,7 +225,7 @@ def test_tool_results_and_exports_carry_plain_pages(service: MemoryService) -> N
 def test_an_add_whose_facts_cannot_be_applied_now_says_so_and_the_next_add_applies_them(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory_mcp.errors import StorageError
+    from memory_mcp.base.errors import StorageError
 
     service = MemoryService(Settings(data_storage_path=data_dir))
     add(service, "before", user_id="alice")

@@ -15,7 +15,7 @@ from command_line import cli
 from project import PROJECT_ROOT
 from stdio_helpers import connect_command, ok, run
 
-from memory_mcp.config import Settings, load_settings
+from memory_mcp.base.settings import Settings, load_settings
 
 pytestmark = pytest.mark.integration
 

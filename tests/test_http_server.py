@@ -41,9 +41,9 @@ from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, add, ok, recall, run, snapshot, write_config
 from waiting import wait_until
 
-from memory_mcp.access import RegistryTokenVerifier, TokenRegistry
-from memory_mcp.config import Settings, load_settings
-from memory_mcp.http_limits import (
+from memory_mcp.base.settings import Settings, load_settings
+from memory_mcp.mcp.http import HEALTH_DEADLINE_SECONDS, MCP_PATH, token_auth_settings
+from memory_mcp.mcp.http_limits import (
     ACCEPT_FAILED,
     INVALID_REQUEST,
     REQUEST_BODY_SECONDS,
@@ -51,11 +51,12 @@ from memory_mcp.http_limits import (
     UNSUPPORTED_UPGRADE,
     Hush,
 )
-from memory_mcp.http_server import HEALTH_DEADLINE_SECONDS, MCP_PATH, token_auth_settings
-from memory_mcp.server import build_server
-from memory_mcp.service import MemoryService
+from memory_mcp.mcp.server import build_server
+from memory_mcp.mcp.token_verifier import RegistryTokenVerifier
+from memory_mcp.service.access import TokenRegistry
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 pytestmark = pytest.mark.integration
 

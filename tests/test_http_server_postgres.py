@@ -19,10 +19,10 @@ from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a
 from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, exchanges_of, reply
 from stdio_helpers import add, recall, run, write_config
 
-from memory_mcp.config import load_settings
-from memory_mcp.facts import current
+from memory_mcp.base.settings import load_settings
+from memory_mcp.memory.facts import current
 from memory_mcp.models import FlushRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_mcp.config import Settings
-from memory_mcp.index_snapshot import MAGIC, SnapshotKeeper, UnusableSnapshot, decode
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.saved_index import MAGIC, SnapshotKeeper, UnusableSnapshot, decode
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import INDEX_FILE, JsonStore
+from memory_mcp.store.files.backend import INDEX_FILE, JsonStore
 
 USER = Scope("alice")
 WORDS = (
@@ -134,7 +134,7 @@ def a_thread_term_past_the_terms(data: bytes) -> bytes:
 
 @pytest.fixture
 def told(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.DEBUG, logger="memory_mcp.index_snapshot")
+    caplog.set_level(logging.DEBUG, logger="memory_mcp.recall.saved_index")
     return caplog
 
 

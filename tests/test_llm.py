@@ -30,9 +30,9 @@ from stdio_helpers import RawServer, write_config
 from tool_helpers import Tools
 from waiting import stays, wait_until
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, Fact, FlushRequest, MemoryDocument
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 LATENCY_BOUND = 0.5  # seconds; the calls below take a few milliseconds when nothing waits

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from memory_mcp.models import Page
-from memory_mcp.page_sequence import HeldPages
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
+from memory_mcp.store.page_sequence import HeldPages
 
 
 def make_page(n: int) -> Page:

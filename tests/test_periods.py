@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_mcp.clock import now
-from memory_mcp.config import Settings
-from memory_mcp.periods import periods_in
-from memory_mcp.service import MemoryService
+from memory_mcp.base.clock import now
+from memory_mcp.base.settings import Settings
+from memory_mcp.recall.periods import periods_in
+from memory_mcp.service.memory_service import MemoryService
 
 NOW = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
 

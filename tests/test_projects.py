@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_mcp.projects import project_name, project_of
+from memory_mcp.base.projects import project_name, project_of
 
 
 def git(*arguments: str, cwd: Path) -> None:

@@ -26,11 +26,11 @@ from core_calls import add, flush
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, conversation_of, reply
 from waiting import wait_until
 
-from memory_mcp.config import Settings
-from memory_mcp.queue import UpdateQueue
-from memory_mcp.service import MemoryService
+from memory_mcp.base.settings import Settings
+from memory_mcp.extraction.queue import UpdateQueue
+from memory_mcp.extraction.updater import UpdateReport, pending_threads
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.updater import UpdateReport, pending_threads
 
 pytestmark = pytest.mark.integration
 

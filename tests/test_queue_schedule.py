@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from memory_mcp.queue import MAX_DEFERRALS, Key, Schedule, retry_delay
+from memory_mcp.extraction.queue import MAX_DEFERRALS, Key, Schedule, retry_delay
 from memory_mcp.store import Scope
 
 DEBOUNCE = 10.0

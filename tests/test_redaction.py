@@ -19,10 +19,10 @@ from scripted_llm import ScriptedLLM
 from stdio_helpers import add as add_over_stdio
 from stdio_helpers import connect, recall, run
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
+from memory_mcp.memory.redaction import redact
 from memory_mcp.models import AddFactRequest, ExportRequest, ImportRequest, RetrieveMemoryRequest, UpdateFactRequest
-from memory_mcp.redaction import redact
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 LABELLED = json.loads((Path(__file__).parent / "data" / "redaction" / "labelled.json").read_text(encoding="utf-8"))
 SECRETS: list[dict[str, str]] = LABELLED["secrets"]

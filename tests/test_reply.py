@@ -18,12 +18,12 @@ from core_calls import add, flush
 from scripted_llm import ScriptedLLM, Step, conversation_of, exchanges_of, reply
 from update_helpers import ServiceFactory, fact, update
 
+from memory_mcp.extraction.prompt import RELATED_FACTS_SHOWN
+from memory_mcp.extraction.reply_parsing import reply_schema
 from memory_mcp.models import ExportRequest, Fact, MemoryDocument, ProfileRequest, RetrieveMemoryRequest, Section
-from memory_mcp.prompts import RELATED_FACTS_SHOWN
-from memory_mcp.reply import reply_schema
-from memory_mcp.service import MemoryService
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.tokens import TokenCounter
 
 GOOD = update(facts=[fact("Alice writes Go at Acme", "knowledge", 0.95)])
 FORMAT_REFUSED = Step(
@@ -110,7 +110,7 @@ def test_a_refused_response_format_falls_back_once_and_is_remembered(
     # Like llama.cpp's server, which knows only text and json_object: both schema forms are refused.
     llm.enqueue(FORMAT_REFUSED, FORMAT_REFUSED, reply(GOOD), reply(update(facts=[fact("Lives in Berlin")])))
 
-    with caplog.at_level(logging.WARNING, logger="memory_mcp.llm"):
+    with caplog.at_level(logging.WARNING, logger="memory_mcp.extraction.llm_client"):
         result = flush(service, user_id="alice")
 
     assert result.errors == [] and result.pending_pages == 0

@@ -2,7 +2,7 @@
 drawn from them, their facts kept, and analysis progress still pointing at the same pages.
 
 Through the service where the user's view matters (what is found, exported, left on disk), and
-through `memory_mcp.retention` on a real store for the rules and for a crash cut between the
+through `memory_mcp.extraction.retention` on a real store for the rules and for a crash cut between the
 document write and the log rewrite.
 """
 
@@ -18,10 +18,11 @@ from scripted_llm import ScriptedLLM, reply
 from update_helpers import ServiceFactory, fact, update
 from waiting import wait_until
 
-from memory_mcp import retention
-from memory_mcp.clock import format_timestamp, now
-from memory_mcp.config import Settings
-from memory_mcp.errors import MemoryGone
+from memory_mcp.base.clock import format_timestamp, now
+from memory_mcp.base.errors import MemoryGone
+from memory_mcp.base.settings import Settings
+from memory_mcp.extraction import retention
+from memory_mcp.memory.progress import mark_analysed, pending_by_thread
 from memory_mcp.models import (
     AnalysisProgress,
     ExportRequest,
@@ -34,10 +35,9 @@ from memory_mcp.models import (
     SetAsideBatch,
     StoredPage,
 )
-from memory_mcp.pending import mark_analysed, pending_by_thread
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 USER = Scope("alice")
 DEFAULT_USER = Scope("default")  # whose memory add_memory keeps when no user_id is given

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 
-from memory_mcp.retrieval import (
+from memory_mcp.recall.ranking import (
     BULK_BUILD_MIN_DOCUMENTS,
     LexicalIndex,
     lexical_share,
     rank_by_similarity_and_confidence,
 )
-from memory_mcp.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
+from memory_mcp.recall.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 USERS = [f"user{n}" for n in range(12)]

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 from stdio_helpers import add, connect, error_text, ok, profile, recall, run, snapshot
 
-from memory_mcp.context import FRAME
-from memory_mcp.tokens import TokenCounter
+from memory_mcp.recall.memory_block import FRAME
+from memory_mcp.recall.token_count import TokenCounter
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from core_calls import add
 
-from memory_mcp.clock import format_timestamp, now
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.base.clock import format_timestamp, now
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import (
     AddMemoryRequest,
     Fact,
@@ -23,7 +23,7 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     Section,
 )
-from memory_mcp.service import (
+from memory_mcp.service.memory_service import (
     EMPTY_PROFILE_HOST_NOTE,
     EMPTY_PROFILE_NOTE,
     HOST_EXTRACTION_NOTE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from memory_mcp.server import OrderedLanes
+from memory_mcp.mcp.server import OrderedLanes
 
 
 def test_one_key_is_served_in_arrival_order_and_other_keys_alongside() -> None:

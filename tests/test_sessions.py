@@ -12,7 +12,8 @@ import pytest
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from waiting import wait_until
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
+from memory_mcp.memory.sessions import RETRIEVALS_PER_SAVE, heat, session_of, sessions_to_archive
 from memory_mcp.models import (
     AddMemoryRequest,
     AnalysisProgress,
@@ -22,8 +23,7 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     SessionState,
 )
-from memory_mcp.service import MemoryService
-from memory_mcp.sessions import RETRIEVALS_PER_SAVE, heat, session_of, sessions_to_archive
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

@@ -8,11 +8,11 @@ from pathlib import Path
 from core_calls import add
 from waiting import wait_until
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import HostFact, HostMemory, StoredPage
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import PageLog, Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 
 class ReadsNoted(JsonStore):

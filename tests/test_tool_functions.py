@@ -7,9 +7,9 @@ from typing import Any
 import anyio
 import pytest
 
-from memory_mcp.server import TOOLS, build_server
-from memory_mcp.service import MemoryService
-from memory_mcp.tool_functions import published_schema
+from memory_mcp.mcp.server import TOOLS, build_server
+from memory_mcp.mcp.tool_signatures import published_schema
+from memory_mcp.service.memory_service import MemoryService
 
 PARAMETERS = {
     "add_memory": [

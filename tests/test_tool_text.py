@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from stdio_helpers import connect, run
 
-from memory_mcp.config import MemorySettings, Settings
+from memory_mcp.base.settings import MemorySettings, Settings
+from memory_mcp.mcp.tool_text import RETRIEVE_EXTRA_TOKENS, TEXT_BOUNDS
 from memory_mcp.models import AddFactRequest, AddMemoryRequest
-from memory_mcp.service import MemoryService
-from memory_mcp.tokens import TokenCounter
-from memory_mcp.tool_text import RETRIEVE_EXTRA_TOKENS, TEXT_BOUNDS
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
 
 pytestmark = pytest.mark.integration
 
@@ -172,8 +172,8 @@ def test_the_tool_definitions_fit_3000_tokens_with_every_bound_published(tmp_pat
 
 
 def test_who_extracts_is_named_one_way_and_nothing_is_called_pending_that_nothing_will_take(tmp_path: Path) -> None:
+    from memory_mcp.mcp.tool_text import text_of as text_for
     from memory_mcp.models import FlushRequest
-    from memory_mcp.tool_text import text_of as text_for
 
     service = MemoryService(Settings(data_storage_path=tmp_path / "memory"))
     service.add_memory(AddMemoryRequest.build(user_input="I write Go", agent_response="ok"))

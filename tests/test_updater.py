@@ -19,7 +19,8 @@ from core_calls import add, flush
 from scripted_llm import ScriptedLLM, Step, conversation_of, reply
 from update_helpers import ServiceFactory, fact, section, update
 
-from memory_mcp.errors import LLMTransientError
+from memory_mcp.base.errors import LLMTransientError
+from memory_mcp.extraction.updater import MAX_BATCH_PAGES, parse_reply
 from memory_mcp.models import (
     Fact,
     FlushResult,
@@ -28,9 +29,8 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     Section,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.updater import MAX_BATCH_PAGES, parse_reply
 
 CORRECTION_HINT = "appears to correct the assistant"
 REINFORCEMENT_HINT = "appears to confirm the assistant"

@@ -19,8 +19,8 @@ from llama_server import LlamaServer, llama_server
 from scripted_llm import ScriptedLLM, exchanges_of
 from stdio_helpers import add, connect, ok, run, write_config
 
+from memory_mcp.extraction.reply_parsing import reply_schema
 from memory_mcp.models import FactCategory, MemoryDocument
-from memory_mcp.reply import reply_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

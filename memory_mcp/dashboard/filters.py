@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
-from memory_mcp.projects import project_name
-from memory_mcp.sessions import SessionView, session_of
-from memory_mcp.terms import index_terms
+from memory_mcp.base.projects import project_name
+from memory_mcp.memory.sessions import SessionView, session_of
+from memory_mcp.recall.terms import index_terms
 
 _WORDS = re.compile(r"(\w+)")  # split keeping the words, so each can be marked or not
 _CAMEL_HUMPS = re.compile(r"(?<=[a-z])(?=[A-Z])")  # where workContext becomes two words

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_mcp.access import TokenRegistry, bearer_user
+from memory_mcp.service.access import TokenRegistry, bearer_user
 
 VIEWER = "viewer"  # request.state.viewer: the user a token acts for (absent without tokens)
 PUBLIC_PREFIX = "/static/"

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory_mcp.ids import validate_identifier
+from memory_mcp.base.ids import validate_identifier
 from memory_mcp.models.stored import MemoryDocument, Page
 
 EXPORT_FORMAT = "memory-mcp/export"

@@ -13,11 +13,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput, StorageError
+from memory_mcp.base.errors import InvalidInput, StorageError
+from memory_mcp.base.settings import Settings
+from memory_mcp.base.wording import plural
 from memory_mcp.models import MemoryDocument, MigrationReport, Page, ScopeMigration
 from memory_mcp.store import MemoryStore, Scope, open_store
-from memory_mcp.wording import plural
 
 Backend = Literal["json", "postgres"]
 # One append is one statement on PostgreSQL: keep it far from the 1 GB message limit and well

@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memory_mcp.clock import utc_now
-from memory_mcp.errors import InvalidInput
-from memory_mcp.facts import cap, current, normalise
+from memory_mcp.base.clock import utc_now
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.wording import plural
+from memory_mcp.memory.facts import cap, current, normalise
 from memory_mcp.models import (
     EXPORT_FORMAT,
     HISTORY_SECTION_NAMES,
@@ -29,7 +30,6 @@ from memory_mcp.models import (
 )
 from memory_mcp.models.stored import MAX_FACT_CHARS
 from memory_mcp.store import MemoryStore, Scope
-from memory_mcp.wording import plural
 
 # Ids that come from a document: they become parts of addresses (the dashboard's) and records.
 IMPORTED_PAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")

@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.clock import normalise_timestamp, utc_now
-from memory_mcp.errors import InvalidInput
-from memory_mcp.facts import new_fact_id, new_knowledge_id, normalise
-from memory_mcp.ids import validate_identifier
+from memory_mcp.base.clock import normalise_timestamp, utc_now
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.ids import validate_identifier
+from memory_mcp.memory.facts import new_fact_id, new_knowledge_id, normalise
 from memory_mcp.models import AnalysisProgress, ExportDocument, Fact, KnowledgeEntry, MemoryDocument, Page, Section
 
 IMPORTED_CONFIDENCE = 0.9

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import StorageError
+from memory_mcp.base.errors import StorageError
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import MemoryDocument, Page, StoredPage
-from memory_mcp.page_sequence import PageSequence
+from memory_mcp.store.page_sequence import PageSequence
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def open_store(settings: Settings) -> MemoryStore:
     refuse_unsafe_home(settings.data_storage_path)
     storage = settings.storage
     if storage.backend == "postgres":
-        from memory_mcp.store.postgres_store import PostgresStore
+        from memory_mcp.store.postgres.backend import PostgresStore
 
         assert storage.dsn is not None  # StorageSettings requires it
         return PostgresStore(
@@ -234,7 +234,7 @@ def open_store(settings: Settings) -> MemoryStore:
             lock_timeout=storage.lock_timeout_seconds,
             cached_scopes=settings.memory.cached_scopes,
         )
-    from memory_mcp.store.json_store import JsonStore
+    from memory_mcp.store.files.backend import JsonStore
 
     return JsonStore(
         settings.data_storage_path,

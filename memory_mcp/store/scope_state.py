@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from memory_mcp.page_sequence import HeldPages, PageSequence, StoredPages
 from memory_mcp.store import Scope
+from memory_mcp.store.page_sequence import HeldPages, PageSequence, StoredPages
 
 StateT = TypeVar("StateT")
 

@@ -40,9 +40,9 @@ from http_helpers import HttpServer, free_port, issue_token
 from project import PROJECT_ROOT, PYTHON
 from stdio_helpers import server_env, write_config
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddFactRequest, AddMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 CHROMIUM = os.environ.get("MEMORY_MCP_CHROMIUM", "/usr/bin/chromium")  # Debian's package
 SCREENSHOTS = PROJECT_ROOT / "artifacts" / "screenshots"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import SearchFactsRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 try:
     from playwright.sync_api import Page, expect

@@ -32,11 +32,11 @@ from project import PROJECT_ROOT, PYTHON
 from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, exchanges_of, reply
 from server_process import ServerProcess, start_spawned
 
-from memory_mcp import terms
-from memory_mcp.config import MemorySettings, Settings
-from memory_mcp.facts import current, normalise
+from memory_mcp.base.settings import MemorySettings, Settings
+from memory_mcp.memory.facts import current, normalise
 from memory_mcp.models import AddMemoryRequest, FlushRequest, MemoryDocument, Page, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.recall import terms
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration
@@ -68,9 +68,9 @@ WRITER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from typing import Any
-    from memory_mcp.config import Settings
+    from memory_mcp.base.settings import Settings
     from memory_mcp.models import AddMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
     exec(sys.argv[5])  # def exchange(...), as in the test module
 
     root, writer, count, users = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
@@ -92,9 +92,9 @@ OBSERVER = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from memory_mcp.config import Settings
+    from memory_mcp.base.settings import Settings
     from memory_mcp.models import RetrieveMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
     from memory_mcp.store import Scope
 
     root, users = Path(sys.argv[1]), sys.argv[2].split(",")
@@ -396,9 +396,9 @@ UPDATER = textwrap.dedent(
     import json, random, sys, time
     from pathlib import Path
     from typing import Any
-    from memory_mcp.config import MemorySettings, Settings
+    from memory_mcp.base.settings import MemorySettings, Settings
     from memory_mcp.models import AddMemoryRequest, FlushRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
     exec(sys.argv[5])  # def exchange(...), as in the test module
     UPDATE_SETTINGS = json.loads(sys.argv[6])
 
@@ -517,7 +517,7 @@ def distinct_words(rng: random.Random, count: int) -> list[str]:
 def test_retrieves_in_several_threads_at_once_rank_as_they_do_one_at_a_time(data_dir: Path) -> None:
     """The MCP SDK runs tools on worker threads, so retrieves (and the warm-up thread) stem at once.
     A shared Snowball stemmer raised IndexError, or indexed wrong stems that the memoised _stem then
-    kept for the life of the process (memory_mcp/terms.py, then analysis.py; fixed in 179a53e)."""
+    kept for the life of the process (memory_mcp/recall/terms.py, then analysis.py; fixed in 179a53e)."""
     rng = random.Random(7)
     service = MemoryService(Settings(data_storage_path=data_dir, memory=MemorySettings(token_counting="char")))
     users = [f"r{n}" for n in range(4)]

@@ -55,7 +55,7 @@ from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from server_process import ServerProcess, start_spawned
 from stdio_helpers import HANDSHAKE_PROTOCOL_VERSION, server_command, server_env, write_config
 
-from memory_mcp.facts import current, normalise
+from memory_mcp.memory.facts import current, normalise
 from memory_mcp.models import MemoryDocument, Page
 
 pytestmark = pytest.mark.integration
@@ -117,10 +117,10 @@ LLM_UPDATE = {
 ZYGOTE = r"""
 import json, os, runpy, socket, sys, traceback
 sys.path.insert(0, sys.argv[2])
-import memory_mcp.cli, memory_mcp.server, memory_mcp.service  # what server.py imports
+import memory_mcp.cli.main, memory_mcp.mcp.server, memory_mcp.service.memory_service  # what server.py imports
 import numpy, tiktoken  # what the first retrieve imports
 import openai  # what the first update imports
-from memory_mcp.tokens import offline_encoding
+from memory_mcp.recall.token_count import offline_encoding
 offline_encoding()
 control = socket.socket(fileno=int(sys.argv[1]))
 control.send(b"ready")
@@ -786,9 +786,9 @@ TORN_TAILS = {
 
 def seed_data_dir(home: Path) -> dict[str, list[str]]:
     """Three pages per user written through the service, and a fact for alice and carol."""
-    from memory_mcp.config import Settings
+    from memory_mcp.base.settings import Settings
     from memory_mcp.models import AddFactRequest, AddMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
 
     service = MemoryService(Settings(data_storage_path=home))
     ids: dict[str, list[str]] = {}

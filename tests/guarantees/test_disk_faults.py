@@ -32,9 +32,9 @@ from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import RawServer
 from tool_helpers import Tools
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 pytestmark = pytest.mark.integration
 

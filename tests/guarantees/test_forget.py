@@ -20,13 +20,13 @@ from core_calls import add
 from project import PROJECT_ROOT
 from stdio_helpers import RawServer, server_env
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import MemoryGone
+from memory_mcp.base.errors import MemoryGone
+from memory_mcp.base.settings import Settings
+from memory_mcp.memory.sessions import RETRIEVALS_PER_SAVE
 from memory_mcp.models import AddFactRequest, ExportRequest, ForgetRequest, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
-from memory_mcp.sessions import RETRIEVALS_PER_SAVE
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.json_store import TOMBSTONE_PREFIX, JsonStore
+from memory_mcp.store.files.backend import TOMBSTONE_PREFIX, JsonStore
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +160,7 @@ KILL_SWITCH = textwrap.dedent(
         return wrapper
     for name in ("rename", "replace", "unlink", "rmdir", "fsync", "mkdir"):
         setattr(os, name, counted(getattr(os, name)))
-    from memory_mcp.cli import main
+    from memory_mcp.cli.main import main
     code = main(["forget", "alice", "--yes"])
     print("completed", count)
     sys.exit(code)

@@ -41,9 +41,10 @@ from mcp import Client, MCPError
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from stdio_helpers import RawServer, snapshot, write_config
 
-from memory_mcp import sessions
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput, MemoryServiceError
+from memory_mcp.base.errors import InvalidInput, MemoryServiceError
+from memory_mcp.base.settings import Settings
+from memory_mcp.mcp.server import build_server
+from memory_mcp.memory import sessions
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -54,10 +55,9 @@ from memory_mcp.models import (
     Page,
     UpdateFactRequest,
 )
-from memory_mcp.server import build_server
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope, durable
-from memory_mcp.store.json_store import identifier_of
+from memory_mcp.store.files.backend import identifier_of
 
 pytestmark = pytest.mark.integration
 

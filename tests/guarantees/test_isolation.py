@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from mcp import Client, MCPError
 from stdio_helpers import error_text, ok, result_json, snapshot
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
+from memory_mcp.mcp.server import build_server
 from memory_mcp.models import MemoryDocument, Section
-from memory_mcp.server import build_server
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope, durable
 
 VOCABULARY = ["tea", "harbour", "bees", "lisbon", "garden", "project", "deadline", "sister", "piano", "correction"]

@@ -26,14 +26,14 @@ from project import PACKAGE
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, Step, reply
 from stdio_helpers import RawServer, connect, ok, run, snapshot, write_config
 
-from memory_mcp.config import ConfigError, Settings, load_settings
+from memory_mcp.base.settings import ConfigError, Settings, load_settings
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
     ForgetRequest,
     RetrieveMemoryRequest,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 EMPTY_UPDATE = {"user": {}, "history": {}, "newFacts": [], "factsToRemove": []}
@@ -238,14 +238,14 @@ def test_no_key_is_written_into_the_code_and_only_one_module_reads_the_environme
             if isinstance(node, ast.keyword) and node.arg == "api_key":
                 api_key_values.append((relative(path), ast.unparse(node.value)))
     assert hard_coded == [], f"strings that look like credentials: {hard_coded}"
-    assert set(env_reads) <= {"environment.py"}, (
+    assert set(env_reads) <= {"base/environment.py"}, (
         f"the environment is read outside environment.py: {sorted(set(env_reads))}"
     )
     # The one client is given the configured key, or a placeholder the local endpoints ignore.
     assert sorted(api_key_values) == [
-        ("embeddings.py", "self._api_key or 'not-needed'"),
-        ("llm.py", "self._api_key or 'not-needed'"),
-        ("update_runner.py", "settings.openai_api_key"),
+        ("extraction/llm_client.py", "self._api_key or 'not-needed'"),
+        ("extraction/runner.py", "settings.openai_api_key"),
+        ("recall/embeddings.py", "self._api_key or 'not-needed'"),
     ], api_key_values
 
 
@@ -320,7 +320,7 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
 
 # Opened, not for writing: what each is and why it writes nothing.
 REVIEWED_OPENS = {
-    ("http_limits.py", "os.open(os.devnull, os.O_RDONLY)"): "Listener: a descriptor kept spare on /dev/null, "
+    ("mcp/http_limits.py", "os.open(os.devnull, os.O_RDONLY)"): "Listener: a descriptor kept spare on /dev/null, "
     "read-only, freed to answer a caller when the process has none left",
 }
 
@@ -351,7 +351,7 @@ DANGEROUS_CALLS = {"eval", "exec", "compile", "__import__", "os.system", "os.pop
 DANGEROUS_MODULES = {"pickle", "cPickle", "marshal", "shelve", "dill", "yaml", "subprocess", "pty", "ctypes"}
 # Where one is needed, reviewed: what it does and why it is safe.
 REVIEWED_IMPORTS = {
-    "hook_helper.py import subprocess": "spawn_detached: starts this installation's own Python (sys.executable -m "
+    "hosts/helper.py import subprocess": "spawn_detached: starts this installation's own Python (sys.executable -m "
     "memory_mcp.<module>) with a list of arguments, never a shell; a new process, since a fork of a hook that "
     "ran the embedding model hangs",
 }
@@ -392,15 +392,15 @@ PATHLIKE = re.compile(r"root|dir|path|home|parent|assistants", re.IGNORECASE)
 # Components joined onto a path that are neither constants nor validate_identifier(...), each
 # with why it is safe. A new entry here is a security decision: review it before adding it.
 REVIEWED_JOINS = {
-    ("config.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
-    ("cli.py", "config"): "_hook_call: a hook's own --config, taken from the folder it runs in as a shell would",
-    ("projects.py", "(gitdir / 'commondir').read_text(encoding='utf-8').strip()"): "project_of: the pointer git "
+    ("base/settings.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
+    ("cli/hook_command.py", "config"): "_hook_call: a hook's own --config, taken from the folder it runs in as a shell would",
+    ("base/projects.py", "(gitdir / 'commondir').read_text(encoding='utf-8').strip()"): "project_of: the pointer git "
     "keeps in a worktree's git folder, read to name the repository (nothing is ever written there)",
-    ("session_ledger.py", "_digest(user_id)"): "_user_folder: a hex digest of the user id (ids never name files)",
-    ("hook_relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
-    ("store/json_store.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
+    ("service/session_ledger.py", "_digest(user_id)"): "_user_folder: a hex digest of the user id (ids never name files)",
+    ("hosts/relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
+    ("store/files/backend.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",
-    ("store/json_store.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
+    ("store/files/backend.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
     "stands for, named by the id identifier_of validated in the staging's name",
     (
         "portability/memoryos.py",
@@ -453,7 +453,7 @@ def test_every_path_component_from_outside_is_a_validated_identifier() -> None:
     assert unreviewed == [], f"path components not validated: {unreviewed}"
 
     # Every scope becomes a path in one place, which validates both of its ids.
-    store = parsed(PACKAGE / "store" / "json_store.py")
+    store = parsed(PACKAGE / "store" / "files" / "backend.py")
     [scope_dir] = [n for n in ast.walk(store) if isinstance(n, ast.FunctionDef) and n.name == "scope_dir"]
     validated = {
         ast.unparse(call.args[1])
@@ -469,7 +469,7 @@ def test_every_path_component_from_outside_is_a_validated_identifier() -> None:
         if isinstance(n, ast.BinOp)
         and isinstance(n.op, ast.Div)
         and re.search(r"\.(user_id|agent_name)\b", ast.unparse(n))
-        and not (p.name == "json_store.py" and n.lineno in inside)
+        and not (relative(p) == "store/files/backend.py" and n.lineno in inside)
     ]
     assert uses == [], f"a scope's ids joined onto a path outside scope_dir: {uses}"
 

@@ -13,9 +13,9 @@ import pytest
 from scripted_llm import EMPTY_UPDATE, SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import RawServer, server_env, write_config
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import Page
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration

@@ -21,10 +21,10 @@ from command_line import cli
 from host_clis import CLAUDE_CODE, host_command
 from scripted_anthropic import Reply, ScriptedAnthropic, ToolCall, last_tool_results
 
-from memory_mcp.config import Settings
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest
-from memory_mcp.service import MemoryService
-from memory_mcp.tokens import TokenCounter
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ from project import PROJECT_ROOT
 from stdio_helpers import server_env, snapshot, write_config
 
 import memory_mcp.portability.backend_copy as backend_copy
-from memory_mcp.config import Settings
-from memory_mcp.errors import StorageError
+from memory_mcp.base.errors import StorageError
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -39,9 +39,9 @@ from memory_mcp.models import (
     UpdateFactRequest,
 )
 from memory_mcp.portability.backend_copy import batches, copy_memory
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import MemoryStore, Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 pytestmark = pytest.mark.integration
 
@@ -185,7 +185,7 @@ def pg_settings(dsn: str, schema: str) -> Settings:
 
 
 def pg_store(dsn: str, schema: str) -> MemoryStore:
-    from memory_mcp.store.postgres_store import PostgresStore
+    from memory_mcp.store.postgres.backend import PostgresStore
 
     return PostgresStore(dsn, schema=schema, max_connections=4)
 

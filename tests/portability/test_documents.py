@@ -14,8 +14,9 @@ import pytest
 from sample_memory import TRIP, memoryos_dir, write_json
 from stdio_helpers import snapshot
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.settings import Settings
+from memory_mcp.extraction.updater import pending_threads
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -32,9 +33,8 @@ from memory_mcp.models import (
 )
 from memory_mcp.portability.documents import merge_documents, merge_pages, parse_import
 from memory_mcp.portability.memoryos import IMPORTED_CONFIDENCE, from_memoryos
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.updater import pending_threads
 
 # --- helpers ---------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import pytest
 from memory_mcp.models import MemoryDocument, Page
 from memory_mcp.store import Scope
 from memory_mcp.store.durable import FileLock
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 RECORDED = ("open", "write", "fsync", "replace", "rename", "mkdir", "unlink", "rmdir")
 TEMP = re.compile(r"\.memory\.json\.[0-9a-f]{8}\.tmp")

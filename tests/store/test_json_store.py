@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import StorageError
+from memory_mcp.base.errors import StorageError
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import (
     AddMemoryRequest,
     Fact,
@@ -28,9 +28,10 @@ from memory_mcp.models import (
     ProfileRequest,
     RetrieveMemoryRequest,
 )
-from memory_mcp.service import MemoryService
-from memory_mcp.store import Scope, durable, json_store
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store import Scope, durable
+from memory_mcp.store.files import backend as json_store
+from memory_mcp.store.files.backend import JsonStore
 
 USER = Scope("alice")
 from project import PROJECT_ROOT
@@ -435,9 +436,9 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from memory_mcp.config import Settings
+    from memory_mcp.base.settings import Settings
     from memory_mcp.models import AddMemoryRequest
-    from memory_mcp.service import MemoryService
+    from memory_mcp.service.memory_service import MemoryService
 
     data, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     service = MemoryService(Settings(data_storage_path=Path(data)))

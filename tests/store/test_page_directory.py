@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import MemoryGone
+from memory_mcp.base.errors import MemoryGone
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import Page, RetrieveMemoryRequest
-from memory_mcp.service import MemoryService
-from memory_mcp.store import PageLog, Scope, json_store
-from memory_mcp.store.json_pages import DIRECTORY_MIN_PAGES
-from memory_mcp.store.json_store import DIRECTORY_FILE, JsonStore
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store import PageLog, Scope
+from memory_mcp.store.files import backend as json_store
+from memory_mcp.store.files.backend import DIRECTORY_FILE, JsonStore
+from memory_mcp.store.files.pages import DIRECTORY_MIN_PAGES
 
 USER = Scope("alice")
 SIZE = DIRECTORY_MIN_PAGES + 20

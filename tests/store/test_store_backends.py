@@ -25,8 +25,8 @@ from postgres_fixture import Schemas, fresh_schemas, postgres_dsn
 from project import PROJECT_ROOT
 from waiting import wait_until
 
-from memory_mcp.config import Settings
-from memory_mcp.errors import InvalidInput, MemoryGone, NotFound, StorageError
+from memory_mcp.base.errors import InvalidInput, MemoryGone, NotFound, StorageError
+from memory_mcp.base.settings import Settings
 from memory_mcp.models import (
     AddFactRequest,
     AddMemoryRequest,
@@ -43,9 +43,9 @@ from memory_mcp.models import (
     SessionState,
     StoredPage,
 )
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import MemoryStore, PageVector, Scope
-from memory_mcp.store.json_store import JsonStore
+from memory_mcp.store.files.backend import JsonStore
 
 USER = Scope("alice")
 TRICKY = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" \\ back 中文 🙂 %s {schema}'
@@ -122,7 +122,7 @@ class PostgresBackend(Backend):
 
     def store(self) -> MemoryStore:
         try:
-            from memory_mcp.store.postgres_store import PostgresStore
+            from memory_mcp.store.postgres.backend import PostgresStore
         except ImportError as exc:  # the DSN says PostgreSQL tests must run: say what is missing
             pytest.fail(f"{exc}: install the postgres extra (pip install -e '.[test,postgres]')", pytrace=False)
         store = PostgresStore(self.dsn, schema=self.schema, max_connections=6)
@@ -183,10 +183,10 @@ _CHILD = textwrap.dedent(
 
     spec = json.loads(sys.argv[1])
     if spec["kind"] == "json":
-        from memory_mcp.store.json_store import JsonStore
+        from memory_mcp.store.files.backend import JsonStore
         store = JsonStore(Path(spec["root"]))
     else:
-        from memory_mcp.store.postgres_store import PostgresStore
+        from memory_mcp.store.postgres.backend import PostgresStore
         store = PostgresStore(os.environ["MEMORY_MCP_TEST_DSN"], schema=spec["schema"])
     scope = Scope(spec["user"])
     if spec["job"] == "append":
@@ -840,7 +840,7 @@ def test_postgres_reads_and_writes_of_one_document_never_deadlock_on_a_pool_of_o
     """Was: read_document held the in-process document lock while it waited for a connection,
     and update_document held a connection while it took that lock: with a pool of one they
     waited for each other until the pool timeout."""
-    from memory_mcp.store.postgres_store import PostgresStore
+    from memory_mcp.store.postgres.backend import PostgresStore
 
     store = PostgresStore(pg.dsn, schema=pg.schema, max_connections=1, pool_timeout=30)
     pg.opened.append(store)
@@ -871,7 +871,7 @@ def test_postgres_reads_and_writes_of_one_document_never_deadlock_on_a_pool_of_o
 
 
 def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree(pg: PostgresBackend) -> None:
-    from memory_mcp.store.migrations import LATEST_VERSION
+    from memory_mcp.store.postgres.migrations import LATEST_VERSION
 
     stores: list[Any] = []
     errors: list[BaseException] = []
@@ -936,7 +936,7 @@ def test_pages_whose_id_is_already_stored_are_refused_and_nothing_is_written(bac
 
 
 def test_postgres_releases_the_turn_when_the_holding_connection_is_killed(pg: PostgresBackend) -> None:
-    from memory_mcp.store.migrations import advisory_key
+    from memory_mcp.store.postgres.migrations import advisory_key
 
     first, second = pg.store(), pg.store()
     first.append_page(USER, make_page(0))
@@ -989,7 +989,7 @@ def _check_no_secret(message: str, *secrets: str) -> None:
 def test_postgres_errors_say_what_failed_and_never_show_the_password(schemas: Schemas) -> None:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from memory_mcp.store.postgres_store import PostgresStore
+    from memory_mcp.store.postgres.backend import PostgresStore
 
     params = conninfo_to_dict(postgres_dsn())
     real = params.get("password") or "no-password-set"
@@ -1071,7 +1071,7 @@ def test_a_log_read_before_an_erase_by_the_same_store_gives_none_of_its_pages_ba
 
 
 def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(pg: PostgresBackend) -> None:
-    from memory_mcp.store.postgres_store import WHOLE_PAGES_BELOW
+    from memory_mcp.store.postgres.backend import WHOLE_PAGES_BELOW
 
     pages = [
         make_page(n).model_copy(
@@ -1096,7 +1096,7 @@ def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(p
 def test_postgres_reads_a_large_saved_index_again_and_again(pg: PostgresBackend) -> None:
     """A large snapshot comes on a connection of its own (libpq would keep a buffer as large for the
     lifetime of a pooled one): it reads whole, every time, and the reads after it go on as before."""
-    from memory_mcp.store.postgres_store import LARGE_RESULT_BYTES
+    from memory_mcp.store.postgres.backend import LARGE_RESULT_BYTES
 
     store = pg.store()
     store.append_page(USER, make_page(0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_mcp.models import AddMemoryRequest, AddMemoryResult, FlushRequest, FlushResult
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 
 def add(service: MemoryService, user_input: str, agent_response: str = "ok", **fields: Any) -> AddMemoryResult:

@@ -9,7 +9,7 @@ from typing import Any
 
 from command_line import Outcome, run_command
 
-from memory_mcp.hook_relay import RUN_FOLDER, helper_socket
+from memory_mcp.hosts.relay import RUN_FOLDER, helper_socket
 
 
 def stop_hook_helpers(folder: Path) -> None:
@@ -33,7 +33,7 @@ def helper_processes(home: Path) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone, or not ours
-        ours = (b"hook" in command and b"prompt" in command) or b"memory_mcp.hook_helper" in command
+        ours = (b"hook" in command and b"prompt" in command) or b"memory_mcp.cli.hook_command" in command
         if ours and f"MEMORY_MCP_HOME={home}".encode() in environ:
             found.append(int(entry.name))
     return found
@@ -42,7 +42,7 @@ def helper_processes(home: Path) -> list[int]:
 # The command as Claude Code runs it, telling on stderr's last line whether the package's heavy
 # parts were loaded: "light" means the hook helper gave the answer.
 _LAUNCH = (
-    "import sys, memory_mcp.launch as launch\n"
+    "import sys, memory_mcp.cli.entry as launch\n"
     "code = launch.main()\n"
     "print('\\n' + ('heavy' if 'pydantic' in sys.modules else 'light'), file=sys.stderr)\n"
     "raise SystemExit(code)"

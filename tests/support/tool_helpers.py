@@ -8,8 +8,8 @@ from typing import Any
 
 import anyio
 
-from memory_mcp.server import MemoryTools
-from memory_mcp.service import MemoryService
+from memory_mcp.mcp.server import MemoryTools
+from memory_mcp.service.memory_service import MemoryService
 
 
 class _Synchronous:

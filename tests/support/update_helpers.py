@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory_mcp.service import MemoryService
+from memory_mcp.service.memory_service import MemoryService
 
 # Flush-driven tests: a debounce that never fires, few and quick attempts, no wait at close.
 TEST_MEMORY = {"debounce_seconds": 60, "llm_timeout_seconds": 5, "llm_max_attempts": 2, "shutdown_flush_seconds": 0}

@@ -1,0 +1,1 @@
+"""Foundations every layer may use: errors, ids, the clock, settings, the environment, wording."""

@@ -1,0 +1,160 @@
+"""`memory-mcp hook EVENT`: a host's hook run as a command, and the same work done by the prompt
+helper a hook leaves behind (`python -m memory_mcp.cli.hook_command SOCKET IDLE_SECONDS`).
+
+Whatever goes wrong in a hook, the prompt goes on: one line on stderr, nothing on stdout, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from memory_mcp.base.environment import claude_project_dir, process_environment
+from memory_mcp.base.settings import Settings, load_settings
+from memory_mcp.cli.entry import HELPED_HOOKS
+from memory_mcp.cli.parser import build_parser
+from memory_mcp.hosts.claude_code import hooks
+from memory_mcp.hosts.helper import keep_helper, serve_told
+from memory_mcp.hosts.injection import HostSession
+from memory_mcp.hosts.relay import helper_socket
+from memory_mcp.service.memory_service import MemoryService
+
+# The command a hook starts its helper with: this module, run by this installation's own Python.
+HELPER_COMMAND = [sys.executable, "-m", "memory_mcp.cli.hook_command"]
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once per process: a hook helper parses every request's command line
+    (building it costs ~4 ms of each warm prompt hook)."""
+    return build_parser()
+
+
+def hook_arguments(arguments: Sequence[str]) -> argparse.Namespace | None:
+    """A hook's command line parsed, or None when it is wrong: then the reason is one line on
+    stderr, since argparse's exit status 2 would make Claude Code drop the prompt."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return _parser().parse_args(arguments)
+    except SystemExit as exc:
+        if exc.code:
+            print(said.getvalue().strip().splitlines()[-1], file=sys.stderr)
+            return None
+        raise
+
+
+def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool) -> int:
+    """Run a Claude Code hook. Whatever goes wrong, the prompt must go on: one line on stderr,
+    nothing on stdout, exit status 0."""
+    try:
+        environ, cwd, stdin = process_environment(), os.getcwd(), sys.stdin.read()
+        settings, event, session = _hook_call(args, stdin, environ, cwd)
+        service = MemoryService(settings, short_lived=True)
+        stored = None
+        try:
+            if args.hook_event == "stop":
+                stored = hooks.remember_session(service, event, session)
+            else:
+                _print_context(service, args, event, session)
+        finally:
+            service.close()
+        if args.hook_event in HELPED_HOOKS and leave_helper:
+            first = {"argv": arguments, "stdin": stdin, "cwd": cwd, "environ": environ}
+            keep_helper(HELPER_COMMAND, helper_socket(environ), settings.hook_helper_idle_minutes * 60, first)
+        if stored is not None and stored[0].pages_added and service.extraction_on:
+            result, newest_page = stored  # the result names the scope the pages went to
+            hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page, cwd)
+    except Exception as exc:  # a hook never breaks the prompt: it says why and steps aside
+        print(f"memory-mcp hook {args.hook_event}: {_one_line(exc)}", file=sys.stderr)
+    return 0
+
+
+def _print_context(
+    service: MemoryService, args: argparse.Namespace, event: hooks.HookInput, session: HostSession
+) -> None:
+    """What a context hook (prompt, session-start) prints for the host."""
+    if args.hook_event == "prompt":
+        context = hooks.prompt_context(service, event, session, args.max_tokens)
+    else:
+        context = hooks.start_context(service, event, session)
+    if context:
+        print(context, flush=True)
+
+
+def _hook_call(
+    args: argparse.Namespace, stdin: str, environ: Mapping[str, str], cwd: str
+) -> tuple[Settings, hooks.HookInput, HostSession]:
+    """A hook's settings, event and session, from its command line, stdin, environment and folder."""
+    config = getattr(args, "config", None)
+    settings = load_settings(None if config is None else Path(cwd) / config, environ)
+    event = hooks.read_hook_input(stdin)
+    folder = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever Claude has cd'd
+    return settings, event, hooks.host_session(event, args.user, args.agent, folder)
+
+
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+class _HookHelper:
+    """The hook helper's work: answer context hooks as `memory-mcp hook ...` would, reading
+    settings anew for each request (its command line, environment and folder) and keeping a
+    service, with its loaded memory, per distinct settings. It warms up on the first request's."""
+
+    MAX_SERVICES = 4
+
+    def __init__(self, first_request: dict[str, Any]) -> None:
+        self._first = first_request
+        self._services: dict[str, MemoryService] = {}
+
+    def warm_up(self) -> None:
+        args = hook_arguments(self._first["argv"])
+        if args is not None:
+            settings, _, session = _hook_call(args, self._first["stdin"], self._first["environ"], self._first["cwd"])
+            self._service(settings).warm_up(session.user_id, session.agent_name)
+
+    def answer(self, request: Any) -> dict[str, str]:
+        out, said = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
+            args = None
+            try:
+                args = hook_arguments(request["argv"])
+                if args is not None:
+                    os.chdir(request["cwd"])  # one request at a time: relative paths mean the caller's
+                    settings, event, session = _hook_call(args, request["stdin"], request["environ"], request["cwd"])
+                    _print_context(self._service(settings), args, event, session)
+            except Exception as exc:  # the same promise as the hook itself
+                event_name = getattr(args, "hook_event", "prompt")
+                print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)
+        return {"stdout": out.getvalue(), "stderr": said.getvalue()}
+
+    def close(self) -> None:
+        for service in self._services.values():
+            service.close()
+
+    def _service(self, settings: Settings) -> MemoryService:
+        key = settings.model_dump_json()
+        service = self._services.pop(key, None)
+        if service is None:
+            service = MemoryService(settings, short_lived=True)
+            if len(self._services) >= self.MAX_SERVICES:
+                self._services.pop(next(iter(self._services))).close()
+        self._services[key] = service  # the most recently used last
+        return service
+
+
+def prompt_helper(first_request: dict[str, Any]) -> _HookHelper:
+    """The work of a hook helper started for `first_request` (hosts.helper.serve_told)."""
+    return _HookHelper(first_request)
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_told(sys.argv[1:], prompt_helper))

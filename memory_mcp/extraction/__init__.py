@@ -1,0 +1,1 @@
+"""Turning conversation into structured memory in the background: queue, runner, updater, its prompt, the LLM client."""

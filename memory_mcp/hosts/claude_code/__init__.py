@@ -1,0 +1,1 @@
+"""Claude Code: its hooks, its settings entries, and its session transcripts."""

@@ -1,0 +1,170 @@
+"""The hook helper: a process a prompt hook leaves behind with memory loaded, so that the next
+prompt hooks are answered in tens of milliseconds instead of each reading memory anew (over a
+second at 10,000 exchanges).
+
+A hook that found no helper starts one after it has answered: a new Python process
+(`python -m memory_mcp.cli.hook_command`), never a fork of the hook, which may have run the embedding
+model (its threads do not survive a fork, and a forked helper would wait on their locks for
+ever); the helper loads whatever it needs itself. It is told its work on stdin (what to load
+first), listens where `hook_relay` looks, answers one request at a time, and exits once idle for
+`hook_helper_idle_minutes`, as soon as its socket is removed, or when the package's code changes
+under it (an upgrade, an edit): a request it then leaves unanswered is answered by the hook
+itself, which starts a helper on the new code. A lock file held for its life keeps it the only
+one per data home and installation: of two hooks starting one at once, one stands down. It reads
+memory through an ordinary service, so it sees whatever other processes store or forget, as a
+server does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from memory_mcp.hosts.relay import (
+    ANSWER_TIMEOUT_SECONDS,
+    is_private_folder,
+    receive_message,
+    send_message,
+    socket_address,
+)
+from memory_mcp.store.durable import FileLock, LockTimeout, ensure_directory
+
+# How often an idle helper looks at the clock and at its socket.
+POLL_SECONDS = 1.0
+
+
+class HelperWork(Protocol):
+    """What the helper does: load what the first requests will need, answer requests, and let
+    go of what it holds when it exits."""
+
+    def warm_up(self) -> None: ...
+
+    def answer(self, request: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def keep_helper(command: list[str], socket_path: Path, idle_seconds: float, first_request: dict[str, Any]) -> None:
+    """Leave a helper listening at `socket_path` unless one already is; return at once. `command`
+    starts it (a module that calls `serve_told`); it warms up on `first_request` (a hook's argv,
+    environ and cwd, as hooks ask it)."""
+    folder = socket_path.parent
+    if idle_seconds <= 0 or not hasattr(socket, "AF_UNIX"):
+        return
+    ensure_directory(folder)
+    if is_private_folder(folder):  # else nothing listening there could be trusted: no helper
+        spawn_detached(
+            [*command, str(socket_path), str(idle_seconds)],
+            {"warm_up": first_request},
+            first_request["cwd"],
+            first_request["environ"],
+        )
+
+
+def spawn_detached(command: list[str], told: Any, cwd: str, environ: Mapping[str, str] | None) -> None:
+    """Start `command` as a new process in its own session, told `told` (JSON) on its stdin, its
+    output let go (Claude Code waits for the hook's streams to close, never for this); return at
+    once. Where there is no such session (Windows), nothing starts."""
+    if not hasattr(os, "setsid"):
+        return
+    child = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+        env=environ,
+        start_new_session=True,
+    )
+    assert child.stdin is not None
+    with child.stdin:
+        child.stdin.write(json.dumps(told).encode())
+
+
+def serve_told(argv: list[str], work_for: Callable[[dict[str, Any]], HelperWork]) -> int:
+    """The helper process: `SOCKET IDLE_SECONDS` on its command line, told {"warm_up": request} on
+    stdin; `work_for` makes its work from that first request."""
+    socket_path, idle_seconds = Path(argv[0]), float(argv[1])
+    told = json.loads(sys.stdin.read())
+    with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
+        os.dup2(nothing.fileno(), 0)
+    _serve(socket_path, idle_seconds, work_for(told["warm_up"]))
+    return 0
+
+
+def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
+    folder = socket_path.parent
+    ensure_directory(folder)
+    if not is_private_folder(folder):
+        return
+    lock = FileLock(socket_path.with_suffix(".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except LockTimeout:
+        return  # another helper is there
+    unanswered, code = None, _code_version()
+    try:
+        socket_path.unlink(missing_ok=True)  # left by a helper that was killed
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            with socket_address(socket_path) as address:  # no other thread yet: see socket_address
+                listener.bind(address)
+            listener.listen(16)
+            listener.settimeout(POLL_SECONDS)
+            ours = socket_path.stat().st_ino
+            try:
+                work.warm_up()
+                unanswered = _answer_until_idle(listener, socket_path, ours, idle_seconds, work, code)
+            finally:
+                if _inode(socket_path) == ours:
+                    socket_path.unlink(missing_ok=True)
+                work.close()
+    finally:
+        lock.release()
+        if unanswered is not None:
+            unanswered.close()  # only now: its hook starts the next helper, which needs the lock
+
+
+def _answer_until_idle(
+    listener: socket.socket, socket_path: Path, ours: int, idle_seconds: float, work: HelperWork, code: int
+) -> socket.socket | None:
+    """Answer requests until idle or the socket is gone; return the request left unanswered
+    because the code changed since `code` was read, if one was."""
+    last_request = time.monotonic()
+    while _inode(socket_path) == ours:
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            if time.monotonic() - last_request >= idle_seconds:
+                return None
+            continue
+        if _code_version() != code:
+            return connection
+        with connection:
+            connection.settimeout(ANSWER_TIMEOUT_SECONDS)
+            try:
+                send_message(connection, work.answer(receive_message(connection)))
+            except (OSError, ValueError, EOFError):
+                pass  # a client that went away or sent garbage: the next one is served all the same
+        last_request = time.monotonic()
+    return None
+
+
+def _code_version() -> int:
+    """The newest modification time among the package's files: it changes with any upgrade or edit."""
+    package = Path(__file__).resolve().parents[1]
+    return max(path.stat().st_mtime_ns for path in package.rglob("*.py"))
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+

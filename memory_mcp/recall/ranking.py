@@ -1,0 +1,571 @@
+"""Lexical ranking without an LLM: BM25 over an inverted index that grows one page at a time.
+
+BM25 is TF-IDF with saturation of repeated terms and document-length normalisation. Unlike a
+fitted TF-IDF vectoriser it needs no refit when pages arrive: term statistics are kept as
+weights, so an add costs O(words in the page) and a query O(postings of its terms).
+
+Each page is indexed together with half the weight of the pages before and after it in the same
+thread: an answer ("In May, at the lake") often names its topic only in the question before it.
+On LoCoMo this neighbour text lifts recall@10 by about six points. A page tied to the query only
+through its neighbours scores nothing while other pages hold query terms themselves: otherwise
+a Korean query could return the Hebrew exchange that followed a Korean one (on LoCoMo this rule
+changes no recall figure by more than half a point, and lifts none down).
+
+Word pairs of the query ("coconut milk", "ice cream") lift the best pages that hold them next to
+each other within a clause, a little: a page that says "ice cream" is more surely about the
+question than one that says "ice" and, later, "cream". Only the best PHRASE_POOL pages are read
+again for this, so it costs a query a few pages' worth of tokenising and the index stays as it is
+(a posting per word pair would grow with every page and double the index). On LoCoMo, words
+alone (bench/locomo_recall.py), PHRASE_WEIGHT 0.1 lifts recall@5 from 0.737 to 0.741 (recall@10
+stays 0.811), and no category is lower at either cut. Leaving one conversation out
+chooses 0.3 (four folds of five; 0.743 / 0.811 on the conversations left out, 0.743 / 0.813 on
+all), but 0.3 costs open-domain questions one answer of 85 at recall@5 (0.305 to 0.294) and
+multi-hop a hair: the smaller weight keeps every kind of question at least where it was. With
+vectors it changes little.
+
+A fresh index given many pages at once (a server's first retrieve for a user) is built in one
+vectorised pass instead, to the same postings: 100k pages in seconds rather than tens of seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from memory_mcp.recall.terms import index_terms, phrase_pairs
+
+NEIGHBOUR_WEIGHT = 0.5
+OWN_MARK = 2.0**40  # see _build
+# A page from the time a query names counts as holding one more of its terms, this heavily: see
+# bench/relative_dates.py for the measure.
+PERIOD_WEIGHT = 0.5
+# How much the query's word pairs a page holds count, against its words (see with_phrases), and
+# among how many of the best pages they are looked for.
+PHRASE_WEIGHT = 0.1
+PHRASE_POOL = 15
+# A query of few words ("What does Jon's dance make him?") leaves its words little to go on: the
+# vectors weigh more there, and the words more in a longer one (see lexical_share). At the default
+# lexical_weight 0.5 this is 0.4 up to SHORT_QUERY_TERMS index terms and 0.6 above: on LoCoMo with
+# vectors, recall@5 / @10 0.770 / 0.843 without, 0.782 / 0.850 with (chosen with the vectors'
+# CENTRING and SIDE_SHARE leaving one conversation out, by recall@10: 5 and 1.5 in all five folds).
+SHORT_QUERY_TERMS = 5
+QUERY_LENGTH_ODDS = 1.5
+# Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
+BULK_BUILD_MIN_DOCUMENTS = 2000
+MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
+    of `entries` (float32 pairs, as _Postings holds them); `lengths` (float64) per document; each
+    thread's newest document, with its own term counts and the place of its entry in each term's
+    postings it is in (the next page of the thread lends it terms: into those entries, or new ones)."""
+
+    terms: list[str]
+    offsets: bytes | memoryview  # int64, len(terms) + 1
+    entries: bytes | memoryview
+    lengths: bytes | memoryview
+    total_length: float
+    newest_by_thread: Mapping[str, tuple[int, dict[str, int], dict[str, int]]]  # thread -> (document, counts, slots)
+
+
+@dataclass(slots=True)
+class _LastPage:
+    """The newest page of a thread, which its next page will still add to."""
+
+    document: int
+    counts: Counter[str]
+    slots: dict[str, int]  # term -> index of this document's entry in the term's postings
+
+
+def _new_postings() -> array[float]:
+    """A term's postings: one float32 array of (document, weight) pairs, documents ascending, the
+    weight negative where the document holds the term only through a neighbour. One array per
+    term, not three, and four bytes a number: an index of a hundred exchanges holds some 1,500
+    terms, and the objects around small postings cost more than the postings themselves (0.66 MB
+    per such user with three arrays). Both numbers are exact in float32: weights are multiples
+    of one half, and documents stay below MAX_DOCUMENTS."""
+    return array("f")
+
+
+def _entry_of(postings: array[float], document: int) -> int:
+    """The place of `document`'s entry in a term's postings (or where it would go)."""
+    return bisect_left(range(len(postings) // 2), document, key=lambda entry: postings[2 * entry])
+
+
+class LexicalIndex:
+    """BM25 (Okapi, k1=1.2, b=0.75) over documents numbered 0, 1, 2... in the order added.
+
+    Not thread-safe: the caller serialises `add` and `search` (search exports the posting
+    buffers to numpy, and an array cannot grow while exported).
+    """
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self) -> None:
+        self._postings: dict[str, array[float]] = {}
+        self._lengths: array[float] = array("d")
+        self._total_length = 0.0
+        self._last_by_thread: dict[str, _LastPage] = {}
+        # A restored index's newest page per thread, as saved: read for a thread when it grows.
+        self._saved_last: Mapping[str, tuple[int, dict[str, int], dict[str, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, text: str, thread: str = "") -> None:
+        """Index the next document; `thread` names whose neighbour it is."""
+        counts = Counter(index_terms(text))
+        document = len(self._lengths)
+        previous = self._last_by_thread.get(thread) or self._restored_last(thread)
+        weights: dict[str, float] = dict(counts)
+        if previous is not None:
+            for term, frequency in previous.counts.items():
+                weights[term] = weights.get(term, 0.0) + NEIGHBOUR_WEIGHT * frequency
+            self._lend_to_previous(previous, counts)
+        slots = {term: self._post(term, document, weight, term in counts) for term, weight in weights.items()}
+        length = sum(weights.values())
+        self._lengths.append(length)
+        self._total_length += length
+        self._last_by_thread[thread] = _LastPage(document, counts, slots)
+
+    def extend(self, documents: Sequence[tuple[str, str]]) -> None:
+        """Index (text, thread) documents in order, as `add` would one by one."""
+        if len(self._lengths) == 0 and len(documents) >= BULK_BUILD_MIN_DOCUMENTS:
+            self._build(documents)
+            return
+        for text, thread in documents:
+            self.add(text, thread)
+
+    def _build(self, documents: Sequence[tuple[str, str]]) -> None:
+        """The postings `add` would make, computed as sparse matrices: with C the documents' own
+        term counts and N the thread-neighbour matrix (NEIGHBOUR_WEIGHT at the previous and the
+        next page of the same thread), the weights are C + N·C. Every weight is a multiple of one
+        half, so the sums are exact in any order and the scores equal those of `add`."""
+        import numpy as np
+        from scipy import sparse
+
+        size = len(documents)
+        vocabulary: dict[str, int] = {}
+        term_number = vocabulary.setdefault
+        # Compact buffers, not lists: millions of Python ints would double the build's peak memory.
+        columns, counted, row_ends = array("i"), array("i"), array("q", [0])
+        previous = np.full(size, -1, dtype=np.int64)
+        last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
+        for document, (text, thread) in enumerate(documents):
+            counts = Counter(index_terms(text))
+            columns.extend([term_number(term, len(vocabulary)) for term in counts])
+            counted.extend(counts.values())
+            row_ends.append(len(columns))
+            last = last_by_thread.get(thread)
+            if last is not None:
+                previous[document] = last[0]
+            last_by_thread[thread] = (document, counts)
+        own = sparse.csr_matrix(
+            (
+                np.frombuffer(counted, dtype=np.int32).astype(np.float64),
+                np.frombuffer(columns, dtype=np.int32),
+                row_ends,
+            ),
+            shape=(size, len(vocabulary)),
+        )
+        del columns, counted, row_ends
+        later = np.flatnonzero(previous >= 0)
+        earlier = previous[later]
+        # Row d of N lends page d the terms of the page before it and of the page after it.
+        neighbours = sparse.csr_matrix(
+            (
+                np.full(2 * len(later), NEIGHBOUR_WEIGHT),
+                (np.concatenate([later, earlier]), np.concatenate([earlier, later])),
+            ),
+            shape=(size, size),
+        )
+        # Own terms are marked by adding OWN_MARK, far above any weight, so that the flag follows
+        # each entry through the sums and conversions below; it is taken off again at the end.
+        by_document = (own + neighbours @ own + (own > 0) * OWN_MARK).tocsr()
+        del own, neighbours
+        own_flags = by_document.data >= OWN_MARK
+        by_document.data[own_flags] -= OWN_MARK
+        lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
+        by_document.data[own_flags] += OWN_MARK
+        terms = list(vocabulary)
+        newest_terms = {
+            thread: [terms[column] for column in by_document.indices[by_document.indptr[d] : by_document.indptr[d + 1]]]
+            for thread, (d, _) in last_by_thread.items()
+        }
+        by_term = by_document.tocsc()
+        del by_document
+        by_term.sort_indices()
+
+        self._lengths = array("d", lengths.tobytes())
+        self._total_length = float(lengths.sum())
+        starts, weights = by_term.indptr, by_term.data
+        pairs = np.empty((len(weights), 2), dtype=np.float32)
+        pairs[:, 0] = by_term.indices
+        del by_term
+        owned = weights >= OWN_MARK
+        pairs[:, 1] = np.where(owned, weights - OWN_MARK, -weights)
+        del weights, owned
+        self._postings = {
+            term: array("f", pairs[starts[column] : starts[column + 1]].tobytes()) for column, term in enumerate(terms)
+        }
+        del pairs
+        # Each thread's newest page, with its place in each of its terms' postings (sorted by
+        # document here), so that the next page `add`s to the thread can lend it terms.
+        self._last_by_thread = {
+            thread: _LastPage(
+                document,
+                counts,
+                {term: _entry_of(self._postings[term], document) for term in newest_terms[thread]},
+            )
+            for thread, (document, counts) in last_by_thread.items()
+        }
+
+    def state(self) -> IndexState:
+        """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
+        terms = list(self._postings)
+        offsets = array("q", [0])
+        for term in terms:
+            offsets.append(offsets[-1] + len(self._postings[term]) // 2)
+        return IndexState(
+            terms=terms,
+            offsets=offsets.tobytes(),
+            entries=b"".join(self._postings[term].tobytes() for term in terms),
+            lengths=self._lengths.tobytes(),
+            total_length=self._total_length,
+            newest_by_thread={
+                **{thread: saved for thread, saved in self._saved_last.items() if thread not in self._last_by_thread},
+                **{
+                    thread: (last.document, dict(last.counts), dict(last.slots))
+                    for thread, last in self._last_by_thread.items()
+                },
+            },
+        )
+
+    @classmethod
+    def from_state(cls, state: IndexState) -> LexicalIndex:
+        """The index `state` was taken from, able to grow as it could."""
+        index = cls()
+        ends = array("q")
+        ends.frombytes(state.offsets)
+        for number, term in enumerate(state.terms):
+            postings = index._postings[term] = _new_postings()
+            postings.frombytes(state.entries[ends[number] * 8 : ends[number + 1] * 8])
+        index._lengths.frombytes(state.lengths)
+        index._total_length = state.total_length
+        index._saved_last = state.newest_by_thread
+        return index
+
+    def _restored_last(self, thread: str) -> _LastPage | None:
+        saved = self._saved_last.get(thread)
+        return None if saved is None else _LastPage(saved[0], Counter(saved[1]), dict(saved[2]))
+
+    def _lend_to_previous(self, previous: _LastPage, counts: Counter[str]) -> None:
+        """Half of the new page's terms join the thread's previous page."""
+        for term, frequency in counts.items():
+            weight = NEIGHBOUR_WEIGHT * frequency
+            slot = previous.slots.get(term)
+            if slot is None:
+                previous.slots[term] = self._post(term, previous.document, weight, own=False)
+            else:
+                postings = self._postings[term]
+                postings[2 * slot + 1] += weight if postings[2 * slot + 1] > 0 else -weight
+        added = NEIGHBOUR_WEIGHT * sum(counts.values())
+        self._lengths[previous.document] += added
+        self._total_length += added
+
+    def _post(self, term: str, document: int, weight: float, own: bool) -> int:
+        if document >= MAX_DOCUMENTS:
+            raise ValueError(f"an index holds at most {MAX_DOCUMENTS} exchanges")
+        postings = self._postings.get(term)
+        if postings is None:
+            postings = self._postings[term] = _new_postings()
+        postings.append(document)
+        postings.append(weight if own else -weight)
+        return len(postings) // 2 - 1
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        among_first: int | None = None,
+        allowed: Any = None,
+        exclude: Sequence[int] = (),
+        period: Any = None,
+    ) -> list[tuple[int, float]]:
+        """Best `limit` documents for `query` as (number, score), best first; zero scores omitted.
+
+        `among_first` restricts the answer to documents numbered below it; `allowed`, a boolean
+        numpy array over the first documents, to those marked True; `exclude` leaves those out.
+        `period`, a boolean array like `allowed`, marks the documents from a time the query names:
+        they score as if they held one more query term, whose rarity is that of the period.
+        """
+        if limit <= 0:
+            return []
+        return best_of(self.scores(query, among_first, allowed, exclude, period), limit)
+
+    def with_phrases(self, scores: Any, query: str, texts_of: Callable[[list[int]], list[str]]) -> Any:
+        """`scores` (as `scores` gives them), the best PHRASE_POOL documents lifted by the query's
+        word pairs they hold in their `texts_of(documents)` (asked for at once): BM25 over the
+        pairs, each as rare as its two words on average, PHRASE_WEIGHT times. Other documents keep
+        their score."""
+        wanted = set(phrase_pairs(query))
+        best = best_of(scores, PHRASE_POOL) if wanted else []
+        if not best:
+            return scores
+        average_length = self._total_length / len(self._lengths)
+        rarity = {pair: (self._idf(pair[0]) + self._idf(pair[1])) / 2 for pair in wanted}
+        lifted = scores.copy()
+        documents = [document for document, _ in best]
+        for document, text in zip(documents, texts_of(documents), strict=True):
+            held = Counter(pair for pair in phrase_pairs(text) if pair in wanted)
+            length_norm = self.K1 * (1 - self.B + self.B * self._lengths[document] / average_length)
+            lifted[document] += PHRASE_WEIGHT * sum(
+                rarity[pair] * frequency * (self.K1 + 1) / (frequency + length_norm) for pair, frequency in held.items()
+            )
+        return lifted
+
+    def own_scores(self, query: str, documents: Sequence[int]) -> list[float]:
+        """BM25 of `query` over these documents' own words alone: what each page itself says of
+        the query, without the terms its thread's neighbours lend it for ranking (a floor on
+        relevance must not show a page for words it does not hold)."""
+        count = len(self._lengths)
+        if not count:
+            return [0.0] * len(documents)
+        average = self._total_length / count
+        scores = [0.0] * len(documents)
+        for term in dict.fromkeys(index_terms(query)):
+            postings = self._postings.get(term)
+            if postings is None:
+                continue
+            idf = self._idf(term)
+            for slot, document in enumerate(documents):
+                entry = _entry_of(postings, document)
+                if entry < len(postings) // 2 and postings[2 * entry] == document and postings[2 * entry + 1] > 0:
+                    weight = postings[2 * entry + 1]
+                    norm = self.K1 * (1 - self.B + self.B * self._lengths[document] / average)
+                    scores[slot] += idf * weight * (self.K1 + 1) / (weight + norm)
+        return scores
+
+    def query_weight(self, query: str) -> float:
+        """What a page holding each of the query's terms once, at the average length, would score:
+        the sum of the terms' rarities, a term no page holds counting as the rarest. A score over
+        this is how much of the query a page answers, on a scale that does not grow with the
+        number of pages (see relevance.py)."""
+        unseen = math.log(1 + (len(self._lengths) + 0.5) / 0.5)
+        return sum(self._idf(term) if term in self._postings else unseen for term in dict.fromkeys(index_terms(query)))
+
+    def _idf(self, term: str) -> float:
+        postings = self._postings.get(term)
+        frequency_in_corpus = 0 if postings is None else len(postings) // 2
+        return math.log(1 + (len(self._lengths) - frequency_in_corpus + 0.5) / (frequency_in_corpus + 0.5))
+
+    def scores(
+        self,
+        query: str,
+        among_first: int | None = None,
+        allowed: Any = None,
+        exclude: Sequence[int] = (),
+        period: Any = None,
+    ) -> Any:
+        """Every candidate document's score for `query` (as `search` has it), as a numpy array."""
+        # numpy is imported here, not at module load: the server must answer its handshake
+        # before any heavy import, and the first search is the first moment it is needed.
+        import numpy as np
+
+        count = len(self._lengths)
+        candidates = max(0, count if among_first is None else min(among_first, count))
+        terms = [term for term in dict.fromkeys(index_terms(query)) if term in self._postings]
+        in_period = np.zeros(0, dtype=np.intp) if period is None else np.flatnonzero(period[:count])
+        if candidates <= 0 or not (terms or len(in_period)):
+            return np.zeros(candidates)
+        lengths = np.frombuffer(self._lengths, dtype=np.float64)
+        length_norm = self.K1 * (1 - self.B + self.B * lengths / (self._total_length / count))
+        scores = np.zeros(count)
+        holds_a_term = np.zeros(count, dtype=bool)
+        for term in terms:
+            pairs = np.frombuffer(self._postings[term], dtype=np.float32).reshape(-1, 2)
+            documents = pairs[:, 0].astype(np.intp)
+            signed = pairs[:, 1].astype(np.float64)
+            del pairs  # release the buffer export before the array may grow again
+            weights = np.abs(signed)
+            idf = self._idf(term)
+            # Each document appears once per term's postings, so fancy-index += is exact here.
+            scores[documents] += idf * weights * (self.K1 + 1) / (weights + length_norm[documents])
+            holds_a_term[documents[signed > 0]] = True
+        del lengths
+        if len(in_period):
+            scores[in_period] += PERIOD_WEIGHT * math.log(1 + (count - len(in_period) + 0.5) / (len(in_period) + 0.5))
+            holds_a_term[in_period] = True
+        scores, holds_a_term = scores[:candidates], holds_a_term[:candidates]
+        if allowed is not None:
+            covered = min(len(allowed), candidates)
+            scores[:covered][~allowed[:covered]] = 0.0
+            holds_a_term[:covered] &= allowed[:covered]
+        left_out = [number for number in exclude if number < candidates]
+        if left_out:
+            scores[left_out] = 0.0
+            holds_a_term[left_out] = False
+        if holds_a_term.any():  # pages that hold query terms themselves: only they may score
+            scores[~holds_a_term] = 0.0
+        return scores
+
+
+def lexical_share(lexical_weight: float, query: str) -> float:
+    """The words' share in the fused score for this query: `lexical_weight` for the odds of words
+    against vectors moved by QUERY_LENGTH_ODDS, towards the vectors for a query of few words and
+    towards the words for a longer one (0 and 1 stay as they are)."""
+    odds = QUERY_LENGTH_ODDS if len(index_terms(query)) > SHORT_QUERY_TERMS else 1 / QUERY_LENGTH_ODDS
+    return lexical_weight * odds / (lexical_weight * odds + 1 - lexical_weight)
+
+
+def fused(lexical: Any, similarities: Any, has_vector: Any, eligible: Any, lexical_weight: float) -> Any:
+    """Word and vector scores of the same pages, each scaled to 0-1 over the eligible pages (words
+    by their best score, vectors min-max over the pages that have one), then weighted. A page
+    without a vector keeps its word share alone: it is ranked, never dropped. Min-max linear
+    fusion beat reciprocal rank fusion on the LoCoMo dev split (bench/locomo_recall.py)."""
+    import numpy as np
+
+    best_words = lexical.max() if len(lexical) else 0.0
+    words = lexical / best_words if best_words > 0 else np.zeros_like(lexical)
+    vectors = np.zeros(len(lexical))
+    scored = has_vector & eligible
+    if scored.any():
+        low, high = similarities[scored].min(), similarities[scored].max()
+        vectors[scored] = (similarities[scored] - low) / (high - low) if high > low else 1.0
+    return np.where(eligible, lexical_weight * words + (1 - lexical_weight) * vectors, 0.0)
+
+
+def best_of(scores: Any, limit: int) -> list[tuple[int, float]]:
+    """The `limit` best positive entries of a numpy array as (number, score), best first; ties go
+    to the higher number (the more recent exchange)."""
+    import numpy as np
+
+    candidates = len(scores)
+    top = min(limit, candidates)
+    if top <= 0:
+        return []
+    # Keep every entry scoring at least the top-th best, so that ties at the cut are all seen by
+    # the sort below.
+    threshold = np.partition(scores, candidates - top)[candidates - top] if top < candidates else 0.0
+    best = np.flatnonzero((scores >= threshold) & (scores > 0))
+    ranked = sorted(((int(i), float(scores[i])) for i in best), key=lambda hit: (-hit[1], -hit[0]))
+    return ranked[:top]
+
+
+def entry_similarities(
+    contents: Sequence[str], query: str, relevance: Sequence[float] | None = None, whole_query: bool = False
+) -> list[float] | None:
+    """Each entry's similarity to `query` (0-1): TF-IDF cosine, or its `relevance` by meaning
+    where that is higher; None with no query. `whole_query`: the query's words that no entry
+    holds count too (as the rarest), so that a query the entries barely touch scores low on an
+    absolute scale (what a floor needs); the order of the entries is the same either way."""
+    if not query.strip():
+        return None
+    similarities = _tfidf_similarities(contents, query, whole_query)
+    if relevance is not None:
+        similarities = [
+            max(float(by_meaning), by_words)
+            for by_meaning, by_words in zip(relevance, similarities or [0.0] * len(contents), strict=True)
+        ]
+    return similarities
+
+
+def rank_by_similarity_and_confidence(
+    contents: Sequence[str],
+    confidences: Sequence[float],
+    query: str,
+    similarity_weight: float,
+    confidence_weight: float,
+    relevance: Sequence[float] | None = None,
+) -> list[tuple[int, float]]:
+    """Every entry as (number, score), best first, where score = similarity_weight * TF-IDF cosine
+    similarity to `query` + confidence_weight * confidence. With no query: by confidence alone.
+    `relevance` (0-1 per entry: how much it stands out by meaning) counts where it beats the
+    words' similarity.
+
+    For the handful of facts a user has, a TF-IDF vectoriser fitted per query is cheap and
+    scores short statements better than BM25's length normalisation does.
+    """
+    similarities = entry_similarities(contents, query, relevance)
+    if similarities is None:
+        scored = [(i, confidence) for i, confidence in enumerate(confidences)]
+    else:
+        scored = [
+            (i, similarity_weight * similarity + confidence_weight * confidences[i])
+            for i, similarity in enumerate(similarities)
+        ]
+    return sorted(scored, key=lambda hit: (-hit[1], -hit[0]))
+
+
+def _tfidf_similarities(contents: Sequence[str], query: str, whole_query: bool = False) -> list[float] | None:
+    """Cosine similarity of each text to the query, or None when the texts hold no words at all.
+
+    The vocabulary is fitted on the texts alone: query words no text contains would otherwise
+    take the highest weights and shrink every similarity towards zero.
+    """
+    if not contents:
+        return []
+    fitted = _fitted_tfidf(tuple(contents))
+    return None if fitted is None else fitted.similarities(query, whole_query)
+
+
+@dataclass(frozen=True)
+class _Tfidf:
+    """TF-IDF vectors of a few texts, as scikit-learn's TfidfVectorizer makes them by default:
+    raw counts times the smoothed idf ln((1 + n) / (1 + df)) + 1, each vector L2-normalised.
+
+    Written out rather than imported: scikit-learn (with SciPy) took ~1 s and ~60 MB to load on
+    the first retrieve of every process, for a user's few hundred facts at most."""
+
+    idf: dict[str, float]
+    postings: dict[str, list[tuple[int, float]]]  # term -> (text, its normalised weight there)
+    texts: int
+
+    def similarities(self, query: str, whole_query: bool = False) -> list[float]:
+        """Each text's cosine similarity to `query` (the query weighted with the texts' idf);
+        `whole_query`: shrunk by the share of the query's weight that the texts' words hold."""
+        counts = Counter(index_terms(query))
+        asked = _unit_tfidf(counts, self.idf)
+        similarities = [0.0] * self.texts
+        for term in sorted(asked):
+            for text, weight in self.postings[term]:
+                similarities[text] += weight * asked[term]
+        if whole_query and asked:
+            rarest = math.log(1 + self.texts) + 1
+            known = sum((n * self.idf[term]) ** 2 for term, n in counts.items() if term in self.idf)
+            unknown = sum((n * rarest) ** 2 for term, n in counts.items() if term not in self.idf)
+            share = math.sqrt(known / (known + unknown))
+            similarities = [similarity * share for similarity in similarities]
+        return similarities
+
+
+def _unit_tfidf(counts: Counter[str], idf: dict[str, float]) -> dict[str, float]:
+    """Term counts times their idf, L2-normalised; terms without an idf left out."""
+    weights = {term: n * idf[term] for term, n in counts.items() if term in idf}
+    norm = math.sqrt(sum(weight * weight for weight in weights.values()))
+    return {term: weight / norm for term, weight in weights.items()}
+
+
+@lru_cache(maxsize=64)
+def _fitted_tfidf(contents: tuple[str, ...]) -> _Tfidf | None:
+    """The texts' vectors, kept while the facts stay the same, so a query only weighs itself;
+    None when not one of them holds a word."""
+    counts = [Counter(index_terms(text)) for text in contents]
+    frequency = Counter(term for text in counts for term in text)
+    if not frequency:
+        return None
+    idf = {term: math.log((1 + len(contents)) / (1 + df)) + 1 for term, df in frequency.items()}
+    postings: dict[str, list[tuple[int, float]]] = {}
+    for number, text in enumerate(counts):
+        for term, weight in _unit_tfidf(text, idf).items():
+            postings.setdefault(term, []).append((number, weight))
+    return _Tfidf(idf, postings, len(contents))

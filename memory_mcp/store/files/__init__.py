@@ -1,0 +1,1 @@
+"""The embedded default backend: JSON files, one directory per user."""

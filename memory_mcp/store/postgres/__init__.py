@@ -1,0 +1,1 @@
+"""The PostgreSQL backend, its schema and migrations."""
