@@ -98,7 +98,12 @@ def test_outside_libraries_are_used_where_they_belong() -> None:
 def test_the_console_renders_results_and_nothing_else() -> None:
     imported = {m for m in imported_modules(PACKAGE / "cli" / "rendering.py") if m.startswith("memory_mcp")}
     # projects: how a project is named to a person (a folder's name), nothing that reads memory.
-    assert imported <= {"memory_mcp.models", "memory_mcp.service.access", "memory_mcp.base.wording", "memory_mcp.base.projects"}, imported
+    assert imported <= {
+        "memory_mcp.models",
+        "memory_mcp.service.access",
+        "memory_mcp.base.wording",
+        "memory_mcp.base.projects",
+    }, imported
 
 
 def test_the_command_line_reaches_memory_only_through_the_service() -> None:

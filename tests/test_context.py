@@ -167,7 +167,7 @@ def section_lines(text: str, heading: str) -> list[str]:
     return [
         line
         for line in after[
-            : next((i for i, l in enumerate(after) if l.startswith("## ") or l == "</memory>"), len(after))
+            : next((i for i, text in enumerate(after) if text.startswith("## ") or text == "</memory>"), len(after))
         ]
     ]
 
@@ -249,7 +249,10 @@ def test_what_gives_way_first_is_earlier_beyond_the_best_three_then_older_recent
     seen_every_stage = set()
     for budget in range(everything.tokens, 99, -10):
         built = build_context(MemoryDocument(), [fact(1, "prefers trains")], recent, earlier, budget, counter)
-        first_word = lambda line: line.split("User: ")[1].split()[0]
+
+        def first_word(line: str) -> str:
+            return line.split("User: ")[1].split()[0]
+
         recent_kept = [first_word(line) for line in section_lines(built.text, "## Recent conversation")]
         earlier_kept = [first_word(line) for line in section_lines(built.text, "## Earlier exchanges")]
         fact_kept = "prefers trains" in built.text

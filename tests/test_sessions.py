@@ -26,6 +26,8 @@ from memory_mcp.models import (
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
+ALICE = Scope("alice")
+
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
 
@@ -41,7 +43,7 @@ def saved_sessions(service: MemoryService) -> dict[str, SessionState]:
     return service.store.read_document(Scope("alice")).sessions
 
 
-def mark_all_analysed(service: MemoryService, scope: Scope = Scope("alice")) -> None:
+def mark_all_analysed(service: MemoryService, scope: Scope = ALICE) -> None:
     count = len(service.store.read_pages(scope).pages)
     service.store.update_document(
         scope, lambda document: document.model_copy(update={"analysis": AnalysisProgress(allBefore=count)})

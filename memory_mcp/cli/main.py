@@ -51,6 +51,7 @@ from memory_mcp.service.memory_service import MemoryService
 
 log = logging.getLogger("memory_mcp")
 
+
 def main(argv: Sequence[str] | None = None, keep_hook_helper: bool = False) -> int:
     """The command line; `keep_hook_helper`: a prompt hook answered here leaves a hook helper
     behind (the real command does; a caller running hooks in its own process must not fork)."""
@@ -96,6 +97,7 @@ def main(argv: Sequence[str] | None = None, keep_hook_helper: bool = False) -> i
     finally:
         service.close()
 
+
 def _reporting_errors(command: str, run: Callable[[], int]) -> int:
     """A command's deliberate errors become one line on stderr and exit status 1."""
     try:
@@ -103,6 +105,7 @@ def _reporting_errors(command: str, run: Callable[[], int]) -> int:
     except MemoryServiceError as exc:
         print(f"memory-mcp {command}: {exc}", file=sys.stderr)
         return 1
+
 
 def serve(service: MemoryService, transport: str) -> int:
     import anyio
@@ -132,6 +135,7 @@ def serve(service: MemoryService, transport: str) -> int:
         service.close()
     return 0
 
+
 def _serve_http(service: MemoryService) -> int:
     """Serve over HTTP; uvicorn turns SIGTERM/SIGINT into a graceful stop (open requests finish),
     after which pending updates get their bounded flush here."""
@@ -151,6 +155,7 @@ def _serve_http(service: MemoryService) -> int:
         log.info("stopped; %s", f"{left} memory updates left to resume at next start" if left else "nothing pending")
     return 0
 
+
 def _flush_and_exit(service: MemoryService, signum: int, frame: object) -> None:
     """Give pending updates their bounded flush, then leave at once.
 
@@ -164,12 +169,15 @@ def _flush_and_exit(service: MemoryService, signum: int, frame: object) -> None:
     logging.shutdown()
     os._exit(0)
 
+
 # --- commands -------------------------------------------------------------------------------
 # Each is a thin wrapper over the service, the same core the MCP tools call.
+
 
 def _users(service: MemoryService, args: argparse.Namespace) -> int:
     result = service.memory_status()
     return _emit(args, result, lambda: _console().status(result))
+
 
 def _require_stored(service: MemoryService, user: str, agent: str | None) -> None:
     """The user (and agent) the command line names: valid ids, with memory stored."""
@@ -182,6 +190,7 @@ def _require_stored(service: MemoryService, user: str, agent: str | None) -> Non
     if not service.is_stored(user, agent):
         who = user + (f"/{agent}" if agent else "")
         raise NotFound(f"nothing is stored for {who}; `memory-mcp users` lists the users with memory")
+
 
 def _show(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
@@ -200,6 +209,7 @@ def _show(service: MemoryService, args: argparse.Namespace) -> int:
     _console().profile(profile, pages)
     return 0
 
+
 def _search(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
     identity = {"user_id": args.user, "agent_name": args.agent}
@@ -214,15 +224,18 @@ def _search(service: MemoryService, args: argparse.Namespace) -> int:
     _console().search(args.query, pages, facts)
     return 0
 
+
 def _in_project(project: str) -> Callable[[Page], bool]:
     """Whether an exchange belongs to `project`: its whole path, or its folder's name."""
     return lambda page: page.project is not None and project in (page.project, project_name(page.project))
+
 
 def _export(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
     return _print_json(
         service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json")
     )
+
 
 def _import(service: MemoryService, args: argparse.Namespace) -> int:
     if args.from_memoryos:
@@ -254,6 +267,7 @@ def _import(service: MemoryService, args: argparse.Namespace) -> int:
         _console().out.print(f"{result.user_id}: {result.message}")
     return 0
 
+
 def _confirmed(question: str, users: list[str]) -> bool:
     """Whether the person at the terminal typed the user id (or, for several, `yes`) to confirm."""
     if not sys.stdin.isatty():
@@ -263,6 +277,7 @@ def _confirmed(question: str, users: list[str]) -> bool:
     print(f"{question}? Type {'the user id' if len(users) == 1 else 'yes'} to confirm: ", end="", file=sys.stderr)
     sys.stderr.flush()
     return sys.stdin.readline().strip() == expected
+
 
 def _forget(service: MemoryService, args: argparse.Namespace) -> int:
     _require_stored(service, args.user, args.agent)
@@ -281,6 +296,7 @@ def _forget(service: MemoryService, args: argparse.Namespace) -> int:
     else:
         result = service.forget(ForgetRequest.build(user_id=args.user, agent_name=args.agent, confirm=args.user))
     return _emit(args, result, lambda: _console().change(result))
+
 
 def _embed(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
@@ -308,6 +324,7 @@ def _embed(service: MemoryService, args: argparse.Namespace) -> int:
     print(f"{plural(stored, 'exchange')} embedded")
     return 0
 
+
 def _dashboard(service: MemoryService, args: argparse.Namespace) -> int:
     """Serve the dashboard on the loopback interface until interrupted, to this account alone:
     every account on the machine can reach 127.0.0.1, only this one sees the key printed here."""
@@ -329,6 +346,7 @@ def _dashboard(service: MemoryService, args: argparse.Namespace) -> int:
         )
     return 0
 
+
 def _duration(seconds: float) -> str:
     """A rough span of time, as a person reads it: 40 s, 12 min, 3 h 10 min."""
     if seconds < 60:
@@ -336,9 +354,11 @@ def _duration(seconds: float) -> str:
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
+
 def _scrub(service: MemoryService, args: argparse.Namespace) -> int:
     result = service.scrub(args.user)
     return _emit(args, result, lambda: _console().change(result))
+
 
 def _flush(service: MemoryService, args: argparse.Namespace) -> int:
     if args.user:
@@ -356,6 +376,7 @@ def _flush(service: MemoryService, args: argparse.Namespace) -> int:
         _console().out.print("no users: nothing to flush")
     return 0 if all(not result.errors for result in results) else 1
 
+
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Both backends come from the one config (the JSON files at data_storage_path, the database at
     storage.dsn), whichever of them storage.backend names; each is opened here, once."""
@@ -368,9 +389,12 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
         report = copy_memory(reading, writing, checking, resume=args.resume)
     return _emit(args, report, lambda: _console().migration(report, f"{args.source} -> {args.target}"))
 
+
 def _init(args: argparse.Namespace) -> int:
     """Before any settings are read: the config there may be the broken one being replaced."""
-    path = claude_code_install.write_config_template((args.path or default_config_path()).expanduser().absolute(), args.force)
+    path = claude_code_install.write_config_template(
+        (args.path or default_config_path()).expanduser().absolute(), args.force
+    )
     print(f'wrote {path}: every setting at its default, each explained by the "// name" line above it')
     if args.path is None:
         print("memory-mcp reads it whenever it is started without --config")
@@ -378,10 +402,13 @@ def _init(args: argparse.Namespace) -> int:
         print(f"start memory-mcp with --config {path} to use it")
     return 0
 
+
 def _install(settings: Settings, args: argparse.Namespace) -> int:
     command = shlex.split(args.launch) if args.launch else claude_code_install.memory_command()
     config = getattr(args, "config", None)
-    changes = claude_code_install.claude_code_changes(Path.home(), Path.cwd() if args.project else None, command, config)
+    changes = claude_code_install.claude_code_changes(
+        Path.home(), Path.cwd() if args.project else None, command, config
+    )
     if args.dry_run:
         for change in changes:
             state = "would change" if change.changed else "unchanged"
@@ -395,6 +422,7 @@ def _install(settings: Settings, args: argparse.Namespace) -> int:
             print(f"unchanged {change.path} (memory-mcp is already in it)")
     print("Restart Claude Code (or open /hooks) to load the hooks.")
     return 0
+
 
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from memory_mcp.service.access import TokenRegistry  # with the MCP SDK: not loaded for the other commands
@@ -421,6 +449,7 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
     _console().tokens(records, registry.path)
     return 0
 
+
 COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
     "users": _users,
     "show": _show,
@@ -440,17 +469,20 @@ STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "migrate": _migrate,
 }
 
+
 def _emit(args: argparse.Namespace, result: BaseModel, render: Callable[[], None]) -> int:
     if args.json:
         return _print_json(result.model_dump(mode="json"))
     render()
     return 0
 
+
 def _console() -> Any:
     """The table renderer, imported only by commands that print tables (rich is not light)."""
     from memory_mcp.cli import rendering
 
     return rendering
+
 
 def _print_json(value: Any) -> int:
     print(json.dumps(value, ensure_ascii=False, indent=2))

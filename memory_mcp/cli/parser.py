@@ -9,6 +9,7 @@ from memory_mcp import __version__
 
 DASHBOARD_PORT = 8766  # the HTTP server's default is 8765: both can run side by side
 
+
 def build_parser() -> argparse.ArgumentParser:
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument(

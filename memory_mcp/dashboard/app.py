@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from jinja2 import pass_context
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.datastructures import URL, FormData
 from starlette.middleware import Middleware
@@ -335,12 +336,18 @@ def create_app(
 
     async def delete_fact(request: Request, memory: Memory) -> Response:
         fact_id = request.path_params["fact_id"]
-        erase = lambda: service.delete_fact(DeleteFactRequest.build(fact_id=fact_id, **memory.whose))
+
+        def erase() -> BaseModel:
+            return service.delete_fact(DeleteFactRequest.build(fact_id=fact_id, **memory.whose))
+
         return await changing(request, memory, erase, failed=fact_id)
 
     async def forget_exchange(request: Request, memory: Memory) -> Response:
         page_id = request.path_params["page_id"]
-        erase = lambda: service.forget_exchange(ForgetExchangeRequest.build(exchange_id=page_id, **memory.whose))
+
+        def erase() -> BaseModel:
+            return service.forget_exchange(ForgetExchangeRequest.build(exchange_id=page_id, **memory.whose))
+
         return await changing(request, memory, erase, failed="forget_exchange")
 
     async def flush(request: Request, memory: Memory) -> Response:

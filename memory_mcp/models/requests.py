@@ -24,9 +24,9 @@ from pydantic import (
     model_validator,
 )
 
-from memory_mcp.base.clock import TIMESTAMP_RULE, normalise_timestamp
+from memory_mcp.base.clock import normalise_timestamp
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.base.ids import IDENTIFIER_RULE, validate_identifier
+from memory_mcp.base.ids import validate_identifier
 from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, MemoryText, SectionName
 
 MAX_META_DATA_DEPTH = 32

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from memory_mcp.base.clock import TIMESTAMP_RULE, normalise_timestamp
+from memory_mcp.base.clock import normalise_timestamp
 
 SCHEMA_VERSION = "1.0"
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]

@@ -304,7 +304,7 @@ def test_every_directory_and_file_the_server_creates_is_private_whatever_the_uma
 
     directories = [tmp_path / "missing", tmp_path / "missing" / "parents"]
     files = []
-    for directory, subdirs, names in os.walk(home):
+    for directory, _subdirs, names in os.walk(home):
         directories.append(Path(directory))
         files += [Path(directory, name) for name in names]
     loose_dirs = [str(d) for d in directories if stat.S_IMODE(d.stat().st_mode) != 0o700]
@@ -392,11 +392,20 @@ PATHLIKE = re.compile(r"root|dir|path|home|parent|assistants", re.IGNORECASE)
 # Components joined onto a path that are neither constants nor validate_identifier(...), each
 # with why it is safe. A new entry here is a security decision: review it before adding it.
 REVIEWED_JOINS = {
-    ("base/settings.py", "value"): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
-    ("cli/hook_command.py", "config"): "_hook_call: a hook's own --config, taken from the folder it runs in as a shell would",
+    (
+        "base/settings.py",
+        "value",
+    ): "_from_config_folder: data_storage_path and http.tokens_file from the operator's config",
+    (
+        "cli/hook_command.py",
+        "config",
+    ): "_hook_call: a hook's own --config, taken from the folder it runs in as a shell would",
     ("base/projects.py", "(gitdir / 'commondir').read_text(encoding='utf-8').strip()"): "project_of: the pointer git "
     "keeps in a worktree's git folder, read to name the repository (nothing is ever written there)",
-    ("service/session_ledger.py", "_digest(user_id)"): "_user_folder: a hex digest of the user id (ids never name files)",
+    (
+        "service/session_ledger.py",
+        "_digest(user_id)",
+    ): "_user_folder: a hex digest of the user id (ids never name files)",
     ("hosts/relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
     ("store/files/backend.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from project import PROJECT_ROOT
 
 from memory_mcp.base.errors import StorageError
 from memory_mcp.base.settings import Settings
@@ -34,7 +35,6 @@ from memory_mcp.store.files import backend as json_store
 from memory_mcp.store.files.backend import JsonStore
 
 USER = Scope("alice")
-from project import PROJECT_ROOT
 
 
 def make_page(n: int, text: str | None = None) -> Page:

@@ -539,7 +539,7 @@ class PostgresStore:
         # pool, taking the connection back, would wait for it for ever.
         params = {"u": user_id, "a": agent, "after": after, "whole_below": WHOLE_PAGES_BELOW}
         with contextlib.closing(conn.cursor().stream(self._sql["read_pages"], params, size=STREAM_ROWS)) as rows:
-            for generation, position, page_id, thread_id, said_at, text in rows:
+            for _generation, position, page_id, thread_id, said_at, text in rows:
                 if position is None:
                     continue
                 if text is None:
