@@ -20,6 +20,7 @@ def validate_identifier(field: str, value: str) -> str:
     return value
 
 
-def new_id(prefix: str) -> str:
-    """A random id such as `page_1f2e3d4c5b6a7988`; random so processes sharing a data dir never collide."""
-    return f"{prefix}_{secrets.token_hex(8)}"
+def new_id(prefix: str, random_bytes: int = 8) -> str:
+    """A random id such as `page_1f2e3d4c5b6a7988`; random so processes sharing a data dir never collide.
+    Facts use 4 bytes: unique within one user's few hundred, and short for a model to quote."""
+    return f"{prefix}_{secrets.token_hex(random_bytes)}"

@@ -18,7 +18,8 @@ from memory_mcp.base.clock import format_timestamp, normalise_timestamp
 from memory_mcp.base.errors import MemoryGone
 from memory_mcp.memory.progress import thread_key
 from memory_mcp.memory.sessions import session_named
-from memory_mcp.models import AnalysisProgress, MemoryDocument, Page, StoredPage
+from memory_mcp.models import AnalysisProgress, MemoryDocument, Page
+from memory_mcp.models.stored import carries_host_memory
 from memory_mcp.store import MemoryStore, Scope
 from memory_mcp.store.page_sequence import PageSequence
 
@@ -77,7 +78,7 @@ def expired_positions(pages: Sequence[Page], progress: AnalysisProgress, cutoff:
         for number, page in enumerate(pages)
         if _stamped_before(page.timestamp, cutoff)
         and (not wait_for_analysis or number < progress.allBefore or number < progress.threads.get(thread_key(page), 0))
-        and (number < progress.hostBefore or not (isinstance(page, StoredPage) and page.host_memory is not None))
+        and (number < progress.hostBefore or not carries_host_memory(page))
         and page.page_id not in set_aside
     ]
 

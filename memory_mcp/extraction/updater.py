@@ -24,7 +24,8 @@ from memory_mcp.memory.progress import mark_analysed, pending_by_thread
 from memory_mcp.memory.rules import SessionTopic, UpdateRejected, UpdateReport, apply_proposal, strip_upload_mentions
 from memory_mcp.memory.sessions import session_of
 from memory_mcp.memory.signals import detect_signals
-from memory_mcp.models import Fact, FailingBatch, MemoryDocument, Page, SessionState, SetAsideBatch, StoredPage
+from memory_mcp.models import Fact, FailingBatch, MemoryDocument, Page, SessionState, SetAsideBatch
+from memory_mcp.models.stored import carries_host_memory
 from memory_mcp.store import MemoryStore, Scope
 
 MAX_BATCH_PAGES = 20
@@ -113,7 +114,7 @@ class Updater:
         pages = self.store.read_pages(target.scope).pages
         document = self.store.read_document(target.scope)
         # Exchanges the host model already extracted from are not sent again: nothing twice.
-        to_send = [pages[number] for number in batch if not _host_extracted(pages[number])]
+        to_send = [pages[number] for number in batch if not carries_host_memory(pages[number])]
         if not to_send:
             target.write(lambda current: settle(current, batch))
             return UpdateReport(pages_analysed=len(batch))
@@ -242,10 +243,6 @@ def _retried_in_vain(page_ids: set[str], reason: str) -> Callable[[MemoryDocumen
 def _edit_set_aside(document: MemoryDocument, edit: Callable[[SetAsideBatch], SetAsideBatch]) -> MemoryDocument:
     entries = [edited for edited in map(edit, document.analysis.setAside) if edited.pageIds]
     return document.model_copy(update={"analysis": document.analysis.model_copy(update={"setAside": entries})})
-
-
-def _host_extracted(page: Page) -> bool:
-    return isinstance(page, StoredPage) and page.host_memory is not None
 
 
 def _with_topic(document: MemoryDocument, session: str, topic: SessionTopic | None) -> MemoryDocument:

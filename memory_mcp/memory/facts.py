@@ -8,22 +8,22 @@ same way from that moment, with nothing written: it stays, expired, until erased
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from memory_mcp.base.clock import utc_now
+from memory_mcp.base.ids import new_id
 from memory_mcp.models import Fact, KnowledgeEntry
 
 EntryT = TypeVar("EntryT", Fact, KnowledgeEntry)
 
 
 def new_fact_id() -> str:
-    return f"fact_{secrets.token_hex(4)}"
+    return new_id("fact", random_bytes=4)
 
 
 def new_knowledge_id() -> str:
-    return f"know_{secrets.token_hex(4)}"
+    return new_id("know", random_bytes=4)
 
 
 def normalise(text: str) -> str:

@@ -100,6 +100,11 @@ class StoredPage(Page):
         return self.model_dump_json(exclude=None if self.host_memory is not None else {"host_memory"})
 
 
+def carries_host_memory(page: Page) -> bool:
+    """Whether the page came with structured memory from the host (to apply, or applied)."""
+    return isinstance(page, StoredPage) and page.host_memory is not None
+
+
 class Section(BaseModel):
     """One profile section: a short summary the updater rewrites as it learns."""
 

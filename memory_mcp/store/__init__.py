@@ -94,11 +94,6 @@ def page_from_record(record: str | bytes) -> Page:
     return page
 
 
-def carries_host_memory(page: Page) -> bool:
-    """Whether the page came with structured memory from the host (to apply, or applied)."""
-    return isinstance(page, StoredPage) and page.host_memory is not None
-
-
 class MemoryStore(Protocol):
     """Durable per-scope storage of verbatim pages and the structured memory document."""
 

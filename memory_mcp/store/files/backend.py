@@ -45,12 +45,12 @@ from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import MemoryGone, StorageError
 from memory_mcp.base.ids import validate_identifier
 from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.models.stored import carries_host_memory
 from memory_mcp.store import (
     PageLog,
     PageVector,
     Scope,
     already_stored,
-    carries_host_memory,
     page_from_record,
     page_record,
     vector_from_record,
