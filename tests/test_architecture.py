@@ -142,3 +142,30 @@ def test_the_architecture_guide_shows_these_layers_top_down() -> None:
     table = text.split("<!-- layers:start -->")[1].split("<!-- layers:end -->")[0]
     documented = re.findall(r"^\| `([\w]+)/?` \|", table, flags=re.MULTILINE)
     assert documented == [name for name in reversed(LAYERS) if name != "__main__"]
+
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_is_longer_than_a_sitting_read() -> None:
+    """A module the next engineer reads whole: at most MAX_MODULE_LINES lines."""
+    long = {
+        path.relative_to(PACKAGE).as_posix(): lines
+        for path in SOURCES
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    """A function read at one glance: at most MAX_FUNCTION_LINES lines, decorators included."""
+    long = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                lines = (node.end_lineno or node.lineno) - first + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"

@@ -36,7 +36,7 @@ RETRY_MAX_SECONDS = 600.0
 def retry_delay(failures: int) -> float:
     """Wait before the next try of a key that failed `failures` times in a row: doubling, so a
     down LLM is not hammered, yet capped, so a repaired one is used again within minutes."""
-    return min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** (failures - 1))
+    return min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2.0 ** (failures - 1))
 
 
 @dataclass

@@ -95,7 +95,8 @@ def reply_schema(max_removals: int) -> dict[str, Any]:
     definitions = schema.pop("$defs", {})
     schema["properties"]["factsToRemove"]["maxItems"] = max_removals
     schema["properties"]["factsToRemove"]["items"]["maxLength"] = 16
-    return _strict(schema, definitions)
+    strict: dict[str, Any] = _strict(schema, definitions)
+    return strict
 
 
 def _strict(node: Any, definitions: dict[str, Any]) -> Any:

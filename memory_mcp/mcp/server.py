@@ -408,7 +408,7 @@ class AnswerAsTheHostReads:
         if isinstance(result, dict) and ctx.method == "tools/list":
             return {**result, "tools": [_without(tool, "outputSchema") for tool in result.get("tools", [])]}
         if isinstance(result, dict):
-            return _without(result, "structuredContent")
+            return {name: value for name, value in result.items() if name != "structuredContent"}
         return result
 
 

@@ -45,13 +45,13 @@ def as_tool_errors(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def published_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def published_schema(schema: Any) -> Any:
     """A request model's JSON schema as a host's model reads it, every token paid in each
     conversation: without the titles pydantic derives from field names nor the docstrings of the
     models it refers to, and an optional field as its own type rather than "that or null, default
     null" (leaving it out says the same; null is still accepted)."""
     if isinstance(schema, list):
-        return [published_schema(item) for item in schema]  # type: ignore[return-value]
+        return [published_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     compact = {
@@ -114,15 +114,14 @@ def tool_function(
             content=[TextContent(type="text", text=text(result))], structured_content=result.model_dump(mode="json")
         )
 
-    if inspect.iscoroutinefunction(handle):
+    async def awaited_tool(*args: Any, **kwargs: Any) -> Any:
+        result = handle(build(args, kwargs))
+        return answer(await result if inspect.isawaitable(result) else result)
 
-        async def tool(*args: Any, **kwargs: Any) -> Any:
-            return answer(await handle(build(args, kwargs)))
+    def plain_tool(*args: Any, **kwargs: Any) -> Any:
+        return answer(as_tool_errors(handle)(build(args, kwargs)))
 
-    else:
-
-        def tool(*args: Any, **kwargs: Any) -> Any:
-            return answer(as_tool_errors(handle)(build(args, kwargs)))
+    tool: Callable[..., Any] = awaited_tool if inspect.iscoroutinefunction(handle) else plain_tool
 
     published = returns if text is None else Annotated[CallToolResult, returns]
     tool.__name__ = tool.__qualname__ = name

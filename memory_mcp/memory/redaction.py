@@ -198,11 +198,8 @@ def _plugins() -> list[Any]:
     """One instance of each detect-secrets plugin used (loaded on first need: ~0.2 s)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    return [
-        plugin()
-        for secret_type, plugin in sorted(get_mapping_from_secret_type_to_class().items())
-        if secret_type not in _EXCLUDED_PLUGINS
-    ]
+    mapping: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
+    return [plugin() for secret_type, plugin in sorted(mapping.items()) if secret_type not in _EXCLUDED_PLUGINS]
 
 
 def _names_a_secret(before: str) -> bool:

@@ -127,7 +127,7 @@ def apply_proposal(
     # A pinned fact changes only when someone edits or deletes it by name (update_fact, delete_fact).
     retirable = {fact.id for fact in holding if not fact.pinned and (removable is None or fact.id in removable)}
     removing = set(proposal.factsToRemove) & retirable
-    replacing = {fact.replaces for _, fact in proposed if fact.replaces in retirable}
+    replacing = {fact.replaces for _, fact in proposed if fact.replaces is not None and fact.replaces in retirable}
     if malformed and (removing or replacing):
         # Removals paired with a fact we cannot read are likely a replacement gone wrong:
         # applying only the removal would turn a correction into a loss.
@@ -137,40 +137,7 @@ def apply_proposal(
     history = _apply_sections(document.history, HISTORY_SECTION_NAMES, proposal.history, now, report, "history")
 
     seen = {normalise(fact.content) for fact in holding if fact.id not in removing | replacing}
-    added: list[Fact] = []
-    proposed_at: dict[str, int] = {}  # fact id -> its position among the proposed facts
-    superseded_by: dict[str, str] = {}
-    for index, candidate in proposed:
-        key = normalise(candidate.content)
-        reason = (
-            "below_threshold"
-            if candidate.confidence < settings.memory.fact_confidence_threshold
-            else "duplicate"
-            if key in seen
-            else "upload_mention"
-            if _UPLOAD.search(key)
-            else None
-        )
-        if reason is not None:
-            report.facts_skipped.append(SkippedFact(index=index, content=candidate.content, reason=reason))
-            continue
-        seen.add(key)
-        fact = Fact(
-            id=new_fact_id(),
-            content=candidate.content,
-            category=candidate.category,
-            confidence=candidate.confidence,
-            createdAt=now,
-            source=source or "unknown",
-            sourceError=candidate.sourceError if candidate.category == "correction" else None,
-            # Only the host may pin or give an end (HostFact); the updater's facts are plain.
-            pinned=isinstance(candidate, HostFact) and candidate.pinned,
-            expiresAt=candidate.expiresAt if isinstance(candidate, HostFact) else None,
-        )
-        added.append(fact)
-        proposed_at[fact.id] = index
-        if candidate.replaces in replacing and candidate.replaces not in superseded_by:
-            superseded_by[candidate.replaces] = fact.id
+    added, proposed_at, superseded_by = _admit_new_facts(proposed, seen, replacing, settings, source, now, report)
 
     # Removed facts are retired, not erased; when exactly one fact is added beside them, they
     # were replaced by it. A fact named by `replaces` is superseded by the fact that named it.
@@ -206,6 +173,58 @@ def apply_proposal(
         update={"user": user, "history": history, "facts": facts_kept, "assistantKnowledge": knowledge}
     )
     return updated, report
+
+
+def _admit_new_facts(
+    proposed: list[tuple[int, ProposedFact]],
+    seen: set[str],
+    replacing: set[str],
+    settings: Settings,
+    source: str,
+    now: str,
+    report: UpdateReport,
+) -> tuple[list[Fact], dict[str, int], dict[str, str]]:
+    """The proposed facts that are admitted, as facts; where each was among the proposed; and which
+    fact each replaced one is superseded by. The others are reported skipped, with why."""
+    added: list[Fact] = []
+    proposed_at: dict[str, int] = {}  # fact id -> its position among the proposed facts
+    superseded_by: dict[str, str] = {}
+    for index, candidate in proposed:
+        key = normalise(candidate.content)
+        reason = (
+            "below_threshold"
+            if candidate.confidence < settings.memory.fact_confidence_threshold
+            else "duplicate"
+            if key in seen
+            else "upload_mention"
+            if _UPLOAD.search(key)
+            else None
+        )
+        if reason is not None:
+            report.facts_skipped.append(SkippedFact(index=index, content=candidate.content, reason=reason))
+            continue
+        seen.add(key)
+        fact = Fact(
+            id=new_fact_id(),
+            content=candidate.content,
+            category=candidate.category,
+            confidence=candidate.confidence,
+            createdAt=now,
+            source=source or "unknown",
+            sourceError=candidate.sourceError if candidate.category == "correction" else None,
+            # Only the host may pin or give an end (HostFact); the updater's facts are plain.
+            pinned=isinstance(candidate, HostFact) and candidate.pinned,
+            expiresAt=candidate.expiresAt if isinstance(candidate, HostFact) else None,
+        )
+        added.append(fact)
+        proposed_at[fact.id] = index
+        if (
+            candidate.replaces is not None
+            and candidate.replaces in replacing
+            and candidate.replaces not in superseded_by
+        ):
+            superseded_by[candidate.replaces] = fact.id
+    return added, proposed_at, superseded_by
 
 
 def strip_upload_mentions(summary: str) -> str:

@@ -5,15 +5,15 @@ What export_memory returns is exactly what import_memory accepts.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory_mcp.base.ids import validate_identifier
 from memory_mcp.models.stored import MemoryDocument, Page
 
-EXPORT_FORMAT = "memory-mcp/export"
-EXPORT_VERSION = 1
+EXPORT_FORMAT: Final = "memory-mcp/export"
+EXPORT_VERSION: Final = 1
 
 
 class ScopeExport(BaseModel):

@@ -9,7 +9,7 @@ InvalidInput that names the field and the rule.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 
 from memory_mcp.base.clock import normalise_timestamp
 from memory_mcp.base.errors import InvalidInput
@@ -36,7 +37,7 @@ MAX_HOST_FACTS = 50
 MAX_THREAD_ID_CHARS = 256
 MAX_PATH_CHARS = 4096
 # Published with each id, so a host sees the rule; "" is accepted too (it means "not given").
-_ID_PATTERN = {"pattern": "^[A-Za-z0-9_-]{0,64}$"}
+_ID_PATTERN: JsonDict = {"pattern": "^[A-Za-z0-9_-]{0,64}$"}
 
 
 def _absent_if_empty(value: object) -> object:
@@ -48,18 +49,19 @@ def _identifier(value: str | None, info: ValidationInfo) -> str | None:
     return value if not value else validate_identifier(info.field_name or "id", value)
 
 
-def _identifier_field(description: str) -> Any:
-    """An optional id: "" counts as not given; otherwise it must match the rule."""
-    return Annotated[
-        str | None,
-        BeforeValidator(_absent_if_empty),
-        AfterValidator(_identifier),
-        Field(description=description, json_schema_extra=_ID_PATTERN),
-    ]
-
-
-UserId = _identifier_field("Omit for the default user.")
-AgentName = _identifier_field("Omit for the user's own.")
+# An optional id: "" counts as not given; otherwise it must match the rule.
+UserId: TypeAlias = Annotated[
+    str | None,
+    BeforeValidator(_absent_if_empty),
+    AfterValidator(_identifier),
+    Field(description="Omit for the default user.", json_schema_extra=_ID_PATTERN),
+]
+AgentName: TypeAlias = Annotated[
+    str | None,
+    BeforeValidator(_absent_if_empty),
+    AfterValidator(_identifier),
+    Field(description="Omit for the user's own.", json_schema_extra=_ID_PATTERN),
+]
 FactId = Annotated[str, Field(min_length=1, max_length=64, description="From search_facts.")]
 
 
@@ -237,7 +239,7 @@ class UpdateFactRequest(ToolRequest):
     @property
     def edits(self) -> dict[str, Any]:
         """The stored fields this request changes in place, by their stored names."""
-        given = {"category": self.category, "confidence": self.confidence, "pinned": self.pinned}
+        given: dict[str, Any] = {"category": self.category, "confidence": self.confidence, "pinned": self.pinned}
         edits = {name: value for name, value in given.items() if value is not None}
         if self.expires_at is not None:
             edits["expiresAt"] = None if self.expires_at == NEVER else self.expires_at

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
@@ -34,6 +34,8 @@ from memory_mcp.store import MemoryStore, Scope
 # Ids that come from a document: they become parts of addresses (the dashboard's) and records.
 IMPORTED_PAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 IMPORTED_FACT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 @dataclass
@@ -170,7 +172,7 @@ def _check_unique(pages: Sequence[Page]) -> None:
         seen.add(page.page_id)
 
 
-def _validated(model: type[Any], data: dict[str, Any], what: str) -> Any:
+def _validated(model: type[ModelT], data: dict[str, Any], what: str) -> ModelT:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -240,11 +242,13 @@ def planned_import(
     return counts
 
 
-def import_result(document: ExportDocument, mode: str, counts: MergeCounts, done: bool = True) -> ImportResult:
+def import_result(
+    document: ExportDocument, mode: Literal["merge", "replace"], counts: MergeCounts, done: bool = True
+) -> ImportResult:
     return ImportResult(
         user_id=document.user_id,
         agent_name=document.agent_name,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         pages_added=counts.pages_added,
         pages_skipped=counts.pages_skipped,
         facts_added=counts.facts_added,

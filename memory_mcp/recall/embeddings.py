@@ -412,8 +412,8 @@ class VectorTable:
         products = np.empty(len(parts), dtype=np.float32)
         for start in range(0, len(parts), PRODUCT_BLOCK):
             products[start : start + PRODUCT_BLOCK] = parts[start : start + PRODUCT_BLOCK] @ centred
-        products = products.reshape(count, PARTS)
-        page = (1 - SIDE_SHARE) * products[:, 0] + SIDE_SHARE * products[:, 1:].max(axis=1)
+        by_page = products.reshape(count, PARTS)
+        page = (1 - SIDE_SHARE) * by_page[:, 0] + SIDE_SHARE * by_page[:, 1:].max(axis=1)
         return page * self._scales[:count], has
 
     def fact_similarities(self, query_vector: Any, contents: Sequence[str]) -> tuple[Any, Any]:

@@ -254,7 +254,7 @@ class _Filler:
         """Tokens the item adds: its line, and its section's heading if it opens the section."""
         heading = self.headings[item.section]
         opens = heading is not None and self._opens_section(item)
-        return self.counter.count(item.line + "\n") + (self.counter.count(heading + "\n") if opens else 0)
+        return self.counter.count(item.line + "\n") + (self.counter.count(f"{heading}\n") if opens else 0)
 
 
 def _largest(low: int, high: int, fits: Callable[[int], bool]) -> int | None:

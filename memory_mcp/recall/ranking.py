@@ -97,7 +97,7 @@ def _new_postings() -> array[float]:
 
 def _entry_of(postings: array[float], document: int) -> int:
     """The place of `document`'s entry in a term's postings (or where it would go)."""
-    return bisect_left(range(len(postings) // 2), document, key=lambda entry: postings[2 * entry])
+    return bisect_left(range(len(postings) // 2), float(document), key=lambda entry: postings[2 * entry])
 
 
 class LexicalIndex:

@@ -108,7 +108,8 @@ def _stem(token: str) -> str:
     Memoised: a conversation repeats its words, and stemming costs tens of microseconds."""
     if not token.isascii() or not token.isalpha():
         return token
-    return _english_stemmer().stemWord(token)
+    stem: str = _english_stemmer().stemWord(token)
+    return stem
 
 
 _per_thread = threading.local()
