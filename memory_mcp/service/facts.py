@@ -174,5 +174,5 @@ def _changed(scope: Scope, action: str, fact: Fact, message: str) -> FactChangeR
         agent_name=scope.agent_name,
         action=action,
         fact=fact,
-        message=message,  # type: ignore[arg-type]
+        message=message,
     )
