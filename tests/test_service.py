@@ -23,12 +23,12 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     Section,
 )
-from memory_mcp.service.memory_service import (
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.service.notes import (
     EMPTY_PROFILE_HOST_NOTE,
     EMPTY_PROFILE_NOTE,
     HOST_EXTRACTION_NOTE,
     NO_MODEL_NOTE,
-    MemoryService,
 )
 from memory_mcp.store import Scope
 
