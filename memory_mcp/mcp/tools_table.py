@@ -76,8 +76,8 @@ def table() -> str:
     listed = ", ".join(others[:-1]) + f" and {others[-1]}" if len(others) > 1 else "".join(others)
     lines += [
         "",
-        f"Every tool but {listed} also takes `user_id?` and `agent_name?`: whose memory "
-        "(omitted, the configured user's own).",
+        f"Every tool but {listed} also takes `user_id?` and `agent_name?`: whose memory it acts on "
+        "(by default, the configured user's own).",
     ]
     return "\n".join(lines)
 
