@@ -80,7 +80,8 @@ def stand_in_vectors(home: Path) -> None:
     import numpy as np
 
     from memory_mcp.base.settings import Settings
-    from memory_mcp.recall.embeddings import PARTS, open_embedder, quantised, stored_model
+    from memory_mcp.recall.embedders import open_embedder, stored_model
+    from memory_mcp.recall.vectors import PARTS, quantised
     from memory_mcp.service.memory_service import MemoryService
     from memory_mcp.store import Scope
 

@@ -33,7 +33,8 @@ from bench_store import generated_pages
 
 from memory_mcp.base.settings import EmbeddingSettings, Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-from memory_mcp.recall.embeddings import PARTS, LocalEmbedder, quantised, stored_model
+from memory_mcp.recall.embedders import LocalEmbedder, stored_model
+from memory_mcp.recall.vectors import PARTS, quantised
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 

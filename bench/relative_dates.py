@@ -35,7 +35,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 from memory_mcp.base.clock import format_timestamp
 from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
-from memory_mcp.recall import ranking as retrieval
+from memory_mcp.recall import bm25 as retrieval
 from memory_mcp.recall import scope_recall as recall
 from memory_mcp.recall.periods import periods_in
 from memory_mcp.service.memory_service import MemoryService

@@ -31,7 +31,8 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
-from memory_mcp.recall.embeddings import VectorTable, fact_vector_model, quantised, stored_model
+from memory_mcp.recall.embedders import stored_model
+from memory_mcp.recall.vectors import VectorTable, fact_vector_model, quantised
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import random
 
-from memory_mcp.recall.ranking import (
-    BULK_BUILD_MIN_DOCUMENTS,
-    LexicalIndex,
-    lexical_share,
-    rank_by_similarity_and_confidence,
-)
+from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
+from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
+from memory_mcp.recall.fusion import lexical_share
 from memory_mcp.recall.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------

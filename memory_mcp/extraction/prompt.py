@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from memory_mcp.memory.facts import EntryT, current
 from memory_mcp.memory.signals import Signals
 from memory_mcp.models import HISTORY_SECTION_NAMES, USER_SECTION_NAMES, Fact, MemoryDocument, Page
-from memory_mcp.recall.ranking import rank_by_similarity_and_confidence
+from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
 
 # Facts shown besides the corrections, and assistant knowledge shown: the most related to the new
 # exchanges (by words, then confidence).

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 
 from memory_mcp.base.errors import StorageError
 from memory_mcp.models import Page
-from memory_mcp.recall.ranking import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
+from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
 from memory_mcp.recall.terms import index_terms
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.page_sequence import columns_of

@@ -24,10 +24,11 @@ from memory_mcp.base.settings import Settings
 from memory_mcp.memory.progress import pending_by_thread, thread_key
 from memory_mcp.memory.sessions import SessionTable, archived_sessions, sessions_to_archive, thread_of_session
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
-from memory_mcp.recall.embeddings import VectorTable, fact_relevance
+from memory_mcp.recall.bm25 import LexicalIndex
+from memory_mcp.recall.fusion import best_of, fused, lexical_share
 from memory_mcp.recall.periods import Period, periods_in
-from memory_mcp.recall.ranking import LexicalIndex, best_of, fused, lexical_share
 from memory_mcp.recall.saved_index import SnapshotKeeper
+from memory_mcp.recall.vectors import VectorTable, fact_relevance
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.page_sequence import PageSequence
 

@@ -23,9 +23,9 @@ from memory_mcp.models import (
     SearchFactsRequest,
     UpdateFactRequest,
 )
-from memory_mcp.recall.embeddings import FACT_MATCH_RELEVANCE
-from memory_mcp.recall.ranking import rank_by_similarity_and_confidence
+from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
 from memory_mcp.recall.terms import index_terms
+from memory_mcp.recall.vectors import FACT_MATCH_RELEVANCE
 from memory_mcp.store import MemoryStore, Scope
 
 

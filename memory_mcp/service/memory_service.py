@@ -43,7 +43,8 @@ from memory_mcp.models import (
     UserProfileResult,
     UserSummary,
 )
-from memory_mcp.recall.embeddings import EmbeddingRunner, open_embedder
+from memory_mcp.recall.embedders import open_embedder
+from memory_mcp.recall.embedding_runner import EmbeddingRunner
 from memory_mcp.recall.findings import Found
 from memory_mcp.recall.scope_recall import PageRecall
 from memory_mcp.recall.token_count import TokenCounter

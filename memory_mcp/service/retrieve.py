@@ -11,13 +11,15 @@ from memory_mcp.base.errors import LogReplaced
 from memory_mcp.base.settings import MemorySettings, Settings
 from memory_mcp.memory.facts import current
 from memory_mcp.models import Fact, KnowledgeEntry, RetrieveMemoryRequest, ScoredFact, ScoredKnowledge
-from memory_mcp.recall.embeddings import MIN_FACTS_COMPARED, Embedder, stored_model
+from memory_mcp.recall.bm25 import LexicalIndex
+from memory_mcp.recall.embedders import Embedder, stored_model
+from memory_mcp.recall.fact_ranking import entry_similarities, rank_by_similarity_and_confidence
 from memory_mcp.recall.findings import Found, prefer_project
 from memory_mcp.recall.memory_block import MemoryContext, build_context
-from memory_mcp.recall.ranking import LexicalIndex, entry_similarities, rank_by_similarity_and_confidence
 from memory_mcp.recall.relevance import worth_recalling
 from memory_mcp.recall.scope_recall import PageRecall, time_window
 from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.recall.vectors import MIN_FACTS_COMPARED
 from memory_mcp.service.notes import profile_notes
 from memory_mcp.service.pages import pages_now, scored_page, shown_page
 from memory_mcp.store import MemoryStore, Scope

@@ -8,7 +8,7 @@ from memory_mcp.base.errors import StorageError
 from memory_mcp.base.wording import plural
 from memory_mcp.memory.redaction import without_secrets
 from memory_mcp.models import MemoryDocument, ScrubResult
-from memory_mcp.recall.embeddings import fact_vector_id
+from memory_mcp.recall.vectors import fact_vector_id
 from memory_mcp.service.erasure import ERASE_WAIT_SECONDS
 from memory_mcp.service.scopes import require_stored, with_agents
 from memory_mcp.store import MemoryStore, Scope

@@ -11,7 +11,7 @@ from memory_mcp.extraction.runner import UpdateRunner
 from memory_mcp.extraction.updater import pending_count
 from memory_mcp.memory.facts import current
 from memory_mcp.models import MemoryDocument, StatusResult, UserSummary
-from memory_mcp.recall.embeddings import EmbeddingRunner
+from memory_mcp.recall.embedding_runner import EmbeddingRunner
 from memory_mcp.recall.scope_recall import PageRecall
 from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.service.notes import extraction_mode, extraction_notes

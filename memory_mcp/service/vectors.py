@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.recall.embeddings import EmbeddingRunner
+from memory_mcp.recall.embedding_runner import EmbeddingRunner
 from memory_mcp.service.scopes import require_stored, with_agents
 from memory_mcp.store import MemoryStore, Scope
 

@@ -245,7 +245,7 @@ def test_no_key_is_written_into_the_code_and_only_one_module_reads_the_environme
     assert sorted(api_key_values) == [
         ("extraction/llm_client.py", "self._api_key or 'not-needed'"),
         ("extraction/runner.py", "settings.openai_api_key"),
-        ("recall/embeddings.py", "self._api_key or 'not-needed'"),
+        ("recall/embedders.py", "self._api_key or 'not-needed'"),
     ], api_key_values
 
 

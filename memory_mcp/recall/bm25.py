@@ -35,9 +35,9 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from memory_mcp.recall.fusion import best_of
 from memory_mcp.recall.terms import index_terms, phrase_pairs
 
 NEIGHBOUR_WEIGHT = 0.5
@@ -49,13 +49,6 @@ PERIOD_WEIGHT = 0.5
 # among how many of the best pages they are looked for.
 PHRASE_WEIGHT = 0.1
 PHRASE_POOL = 15
-# A query of few words ("What does Jon's dance make him?") leaves its words little to go on: the
-# vectors weigh more there, and the words more in a longer one (see lexical_share). At the default
-# lexical_weight 0.5 this is 0.4 up to SHORT_QUERY_TERMS index terms and 0.6 above: on LoCoMo with
-# vectors, recall@5 / @10 0.770 / 0.843 without, 0.782 / 0.850 with (chosen with the vectors'
-# CENTRING and SIDE_SHARE leaving one conversation out, by recall@10: 5 and 1.5 in all five folds).
-SHORT_QUERY_TERMS = 5
-QUERY_LENGTH_ODDS = 1.5
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
 MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
@@ -98,6 +91,42 @@ def _new_postings() -> array[float]:
 def _entry_of(postings: array[float], document: int) -> int:
     """The place of `document`'s entry in a term's postings (or where it would go)."""
     return bisect_left(range(len(postings) // 2), float(document), key=lambda entry: postings[2 * entry])
+
+
+def _counted_terms(
+    documents: Sequence[tuple[str, str]],
+) -> tuple[Any, Any, dict[str, int], dict[str, tuple[int, Counter[str]]]]:
+    """The documents' own term counts as a sparse matrix (a row a document, a column a term of the
+    vocabulary, numbered in order of appearance), each document's previous one in its thread (-1
+    for none), the vocabulary, and each thread's newest document with its counts."""
+    import numpy as np
+    from scipy import sparse
+
+    size = len(documents)
+    vocabulary: dict[str, int] = {}
+    term_number = vocabulary.setdefault
+    # Compact buffers, not lists: millions of Python ints would double the build's peak memory.
+    columns, counted, row_ends = array("i"), array("i"), array("q", [0])
+    previous = np.full(size, -1, dtype=np.int64)
+    last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
+    for document, (text, thread) in enumerate(documents):
+        counts = Counter(index_terms(text))
+        columns.extend([term_number(term, len(vocabulary)) for term in counts])
+        counted.extend(counts.values())
+        row_ends.append(len(columns))
+        last = last_by_thread.get(thread)
+        if last is not None:
+            previous[document] = last[0]
+        last_by_thread[thread] = (document, counts)
+    own = sparse.csr_matrix(
+        (
+            np.frombuffer(counted, dtype=np.int32).astype(np.float64),
+            np.frombuffer(columns, dtype=np.int32),
+            row_ends,
+        ),
+        shape=(size, len(vocabulary)),
+    )
+    return own, previous, vocabulary, last_by_thread
 
 
 class LexicalIndex:
@@ -154,30 +183,7 @@ class LexicalIndex:
         from scipy import sparse
 
         size = len(documents)
-        vocabulary: dict[str, int] = {}
-        term_number = vocabulary.setdefault
-        # Compact buffers, not lists: millions of Python ints would double the build's peak memory.
-        columns, counted, row_ends = array("i"), array("i"), array("q", [0])
-        previous = np.full(size, -1, dtype=np.int64)
-        last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
-        for document, (text, thread) in enumerate(documents):
-            counts = Counter(index_terms(text))
-            columns.extend([term_number(term, len(vocabulary)) for term in counts])
-            counted.extend(counts.values())
-            row_ends.append(len(columns))
-            last = last_by_thread.get(thread)
-            if last is not None:
-                previous[document] = last[0]
-            last_by_thread[thread] = (document, counts)
-        own = sparse.csr_matrix(
-            (
-                np.frombuffer(counted, dtype=np.int32).astype(np.float64),
-                np.frombuffer(columns, dtype=np.int32),
-                row_ends,
-            ),
-            shape=(size, len(vocabulary)),
-        )
-        del columns, counted, row_ends
+        own, previous, vocabulary, last_by_thread = _counted_terms(documents)
         later = np.flatnonzero(previous >= 0)
         earlier = previous[later]
         # Row d of N lends page d the terms of the page before it and of the page after it.
@@ -417,155 +423,3 @@ class LexicalIndex:
         if holds_a_term.any():  # pages that hold query terms themselves: only they may score
             scores[~holds_a_term] = 0.0
         return scores
-
-
-def lexical_share(lexical_weight: float, query: str) -> float:
-    """The words' share in the fused score for this query: `lexical_weight` for the odds of words
-    against vectors moved by QUERY_LENGTH_ODDS, towards the vectors for a query of few words and
-    towards the words for a longer one (0 and 1 stay as they are)."""
-    odds = QUERY_LENGTH_ODDS if len(index_terms(query)) > SHORT_QUERY_TERMS else 1 / QUERY_LENGTH_ODDS
-    return lexical_weight * odds / (lexical_weight * odds + 1 - lexical_weight)
-
-
-def fused(lexical: Any, similarities: Any, has_vector: Any, eligible: Any, lexical_weight: float) -> Any:
-    """Word and vector scores of the same pages, each scaled to 0-1 over the eligible pages (words
-    by their best score, vectors min-max over the pages that have one), then weighted. A page
-    without a vector keeps its word share alone: it is ranked, never dropped. Min-max linear
-    fusion beat reciprocal rank fusion on the LoCoMo dev split (bench/locomo_recall.py)."""
-    import numpy as np
-
-    best_words = lexical.max() if len(lexical) else 0.0
-    words = lexical / best_words if best_words > 0 else np.zeros_like(lexical)
-    vectors = np.zeros(len(lexical))
-    scored = has_vector & eligible
-    if scored.any():
-        low, high = similarities[scored].min(), similarities[scored].max()
-        vectors[scored] = (similarities[scored] - low) / (high - low) if high > low else 1.0
-    return np.where(eligible, lexical_weight * words + (1 - lexical_weight) * vectors, 0.0)
-
-
-def best_of(scores: Any, limit: int) -> list[tuple[int, float]]:
-    """The `limit` best positive entries of a numpy array as (number, score), best first; ties go
-    to the higher number (the more recent exchange)."""
-    import numpy as np
-
-    candidates = len(scores)
-    top = min(limit, candidates)
-    if top <= 0:
-        return []
-    # Keep every entry scoring at least the top-th best, so that ties at the cut are all seen by
-    # the sort below.
-    threshold = np.partition(scores, candidates - top)[candidates - top] if top < candidates else 0.0
-    best = np.flatnonzero((scores >= threshold) & (scores > 0))
-    ranked = sorted(((int(i), float(scores[i])) for i in best), key=lambda hit: (-hit[1], -hit[0]))
-    return ranked[:top]
-
-
-def entry_similarities(
-    contents: Sequence[str], query: str, relevance: Sequence[float] | None = None, whole_query: bool = False
-) -> list[float] | None:
-    """Each entry's similarity to `query` (0-1): TF-IDF cosine, or its `relevance` by meaning
-    where that is higher; None with no query. `whole_query`: the query's words that no entry
-    holds count too (as the rarest), so that a query the entries barely touch scores low on an
-    absolute scale (what a floor needs); the order of the entries is the same either way."""
-    if not query.strip():
-        return None
-    similarities = _tfidf_similarities(contents, query, whole_query)
-    if relevance is not None:
-        similarities = [
-            max(float(by_meaning), by_words)
-            for by_meaning, by_words in zip(relevance, similarities or [0.0] * len(contents), strict=True)
-        ]
-    return similarities
-
-
-def rank_by_similarity_and_confidence(
-    contents: Sequence[str],
-    confidences: Sequence[float],
-    query: str,
-    similarity_weight: float,
-    confidence_weight: float,
-    relevance: Sequence[float] | None = None,
-) -> list[tuple[int, float]]:
-    """Every entry as (number, score), best first, where score = similarity_weight * TF-IDF cosine
-    similarity to `query` + confidence_weight * confidence. With no query: by confidence alone.
-    `relevance` (0-1 per entry: how much it stands out by meaning) counts where it beats the
-    words' similarity.
-
-    For the handful of facts a user has, a TF-IDF vectoriser fitted per query is cheap and
-    scores short statements better than BM25's length normalisation does.
-    """
-    similarities = entry_similarities(contents, query, relevance)
-    if similarities is None:
-        scored = [(i, confidence) for i, confidence in enumerate(confidences)]
-    else:
-        scored = [
-            (i, similarity_weight * similarity + confidence_weight * confidences[i])
-            for i, similarity in enumerate(similarities)
-        ]
-    return sorted(scored, key=lambda hit: (-hit[1], -hit[0]))
-
-
-def _tfidf_similarities(contents: Sequence[str], query: str, whole_query: bool = False) -> list[float] | None:
-    """Cosine similarity of each text to the query, or None when the texts hold no words at all.
-
-    The vocabulary is fitted on the texts alone: query words no text contains would otherwise
-    take the highest weights and shrink every similarity towards zero.
-    """
-    if not contents:
-        return []
-    fitted = _fitted_tfidf(tuple(contents))
-    return None if fitted is None else fitted.similarities(query, whole_query)
-
-
-@dataclass(frozen=True)
-class _Tfidf:
-    """TF-IDF vectors of a few texts, as scikit-learn's TfidfVectorizer makes them by default:
-    raw counts times the smoothed idf ln((1 + n) / (1 + df)) + 1, each vector L2-normalised.
-
-    Written out rather than imported: scikit-learn (with SciPy) took ~1 s and ~60 MB to load on
-    the first retrieve of every process, for a user's few hundred facts at most."""
-
-    idf: dict[str, float]
-    postings: dict[str, list[tuple[int, float]]]  # term -> (text, its normalised weight there)
-    texts: int
-
-    def similarities(self, query: str, whole_query: bool = False) -> list[float]:
-        """Each text's cosine similarity to `query` (the query weighted with the texts' idf);
-        `whole_query`: shrunk by the share of the query's weight that the texts' words hold."""
-        counts = Counter(index_terms(query))
-        asked = _unit_tfidf(counts, self.idf)
-        similarities = [0.0] * self.texts
-        for term in sorted(asked):
-            for text, weight in self.postings[term]:
-                similarities[text] += weight * asked[term]
-        if whole_query and asked:
-            rarest = math.log(1 + self.texts) + 1
-            known = sum((n * self.idf[term]) ** 2 for term, n in counts.items() if term in self.idf)
-            unknown = sum((n * rarest) ** 2 for term, n in counts.items() if term not in self.idf)
-            share = math.sqrt(known / (known + unknown))
-            similarities = [similarity * share for similarity in similarities]
-        return similarities
-
-
-def _unit_tfidf(counts: Counter[str], idf: dict[str, float]) -> dict[str, float]:
-    """Term counts times their idf, L2-normalised; terms without an idf left out."""
-    weights = {term: n * idf[term] for term, n in counts.items() if term in idf}
-    norm = math.sqrt(sum(weight * weight for weight in weights.values()))
-    return {term: weight / norm for term, weight in weights.items()}
-
-
-@lru_cache(maxsize=64)
-def _fitted_tfidf(contents: tuple[str, ...]) -> _Tfidf | None:
-    """The texts' vectors, kept while the facts stay the same, so a query only weighs itself;
-    None when not one of them holds a word."""
-    counts = [Counter(index_terms(text)) for text in contents]
-    frequency = Counter(term for text in counts for term in text)
-    if not frequency:
-        return None
-    idf = {term: math.log((1 + len(contents)) / (1 + df)) + 1 for term, df in frequency.items()}
-    postings: dict[str, list[tuple[int, float]]] = {}
-    for number, text in enumerate(counts):
-        for term, weight in _unit_tfidf(text, idf).items():
-            postings.setdefault(term, []).append((number, weight))
-    return _Tfidf(idf, postings, len(contents))
