@@ -1,0 +1,67 @@
+"""Commands that carry memory elsewhere and back: `export`, `import`, and `migrate` between backends."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.settings import Settings
+from memory_mcp.cli.commands.checks import confirmed, require_stored
+from memory_mcp.cli.commands.output import console, emit, print_json
+from memory_mcp.models import ExportRequest, ImportRequest
+from memory_mcp.portability.documents import parse_import
+from memory_mcp.portability.memoryos import from_memoryos
+from memory_mcp.service.memory_service import MemoryService
+
+
+def export_memory(service: MemoryService, args: argparse.Namespace) -> int:
+    require_stored(service, args.user, args.agent)
+    return print_json(
+        service.export_memory(ExportRequest.build(user_id=args.user, agent_name=args.agent)).model_dump(mode="json")
+    )
+
+
+def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.from_memoryos:
+        converted = from_memoryos(args.source, args.memoryos_user, args.assistant, rename_to=args.user)
+        documents = [document.model_dump(mode="json") for document in converted]
+        target = None
+    else:
+        try:
+            documents = [json.loads(args.source.read_text(encoding="utf-8"))]
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(f"{args.source} could not be read as JSON ({exc})") from None
+        if not isinstance(documents[0], dict):
+            raise InvalidInput(f"{args.source} must hold a JSON object")
+        target = args.user
+    requests = [ImportRequest.build(data=document, mode=args.mode, user_id=target) for document in documents]
+    # every document is checked before any is written
+    users = [parse_import(request.data, request.user_id, service.settings.user_id).user_id for request in requests]
+    if (
+        args.mode == "replace"
+        and not args.yes
+        and not confirmed(f"Replace everything stored for {', '.join(users)}", users)
+    ):
+        print("memory-mcp import: not confirmed; nothing was changed", file=sys.stderr)
+        return 1
+    results = [service.import_memory(request) for request in requests]
+    if args.json:
+        return print_json([result.model_dump(mode="json") for result in results])
+    for result in results:
+        console().out.print(f"{result.user_id}: {result.message}")
+    return 0
+
+
+def migrate(settings: Settings, args: argparse.Namespace) -> int:
+    """Both backends come from the one config (the JSON files at data_storage_path, the database at
+    storage.dsn), whichever of them storage.backend names; each is opened here, once."""
+    from memory_mcp.portability.backend_copy import backend_settings, copy_memory, open_backend
+
+    if args.source == args.target:
+        raise InvalidInput(f"--from and --to must name different backends (both are {args.source})")
+    source, target = (backend_settings(settings, name) for name in (args.source, args.target))
+    with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
+        report = copy_memory(reading, writing, checking, resume=args.resume)
+    return emit(args, report, lambda: console().migration(report, f"{args.source} -> {args.target}"))

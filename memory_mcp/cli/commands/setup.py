@@ -1,0 +1,75 @@
+"""Commands that set memory-mcp up: `init` (a config file), `install` (into a host's settings),
+`token` (the HTTP server's bearer tokens)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from memory_mcp.base.environment import default_config_path
+from memory_mcp.base.settings import Settings
+from memory_mcp.cli.commands.output import console, emit, print_json
+from memory_mcp.hosts.claude_code import install as claude_code_install
+
+
+def init(args: argparse.Namespace) -> int:
+    """Before any settings are read: the config there may be the broken one being replaced."""
+    path = claude_code_install.write_config_template(
+        (args.path or default_config_path()).expanduser().absolute(), args.force
+    )
+    print(f'wrote {path}: every setting at its default, each explained by the "// name" line above it')
+    if args.path is None:
+        print("memory-mcp reads it whenever it is started without --config")
+    else:
+        print(f"start memory-mcp with --config {path} to use it")
+    return 0
+
+
+def install(settings: Settings, args: argparse.Namespace) -> int:
+    command = shlex.split(args.launch) if args.launch else claude_code_install.memory_command()
+    config = getattr(args, "config", None)
+    changes = claude_code_install.claude_code_changes(
+        Path.home(), Path.cwd() if args.project else None, command, config
+    )
+    if args.dry_run:
+        for change in changes:
+            state = "would change" if change.changed else "unchanged"
+            print(f"# {change.path} ({state}): our entries\n{json.dumps(change.ours, indent=2, ensure_ascii=False)}")
+        return 0
+    for change in claude_code_install.apply(changes):
+        if change.changed:
+            saved = f"; the old file is kept as {change.backup}" if change.backup else ""
+            print(f"updated {change.path}{saved}")
+        else:
+            print(f"unchanged {change.path} (memory-mcp is already in it)")
+    print("Restart Claude Code (or open /hooks) to load the hooks.")
+    return 0
+
+
+def token(settings: Settings, args: argparse.Namespace) -> int:
+    from memory_mcp.service.access import TokenRegistry  # with the MCP SDK: not loaded for the other commands
+
+    assert settings.http.tokens_file is not None  # load_settings fills in the default
+    registry = TokenRegistry(settings.http.tokens_file)
+    if args.token_action == "add":
+        issued = registry.issue(args.user, args.label)
+        if args.json:
+            return print_json(issued.model_dump(mode="json", exclude={"record": {"sha256"}}))
+        print(issued.token)
+        print(
+            f"token {issued.record.token_id} for user {issued.record.user_id}: shown this once, stored hashed in "
+            f"{registry.path}. Clients send it as: Authorization: Bearer <token>",
+            file=sys.stderr,
+        )
+        return 0
+    if args.token_action == "revoke":
+        revoked = registry.revoke(args.token_id)
+        return emit(args, revoked, lambda: print(f"revoked {revoked.token_id} (user {revoked.user_id})"))
+    records = registry.records()
+    if args.json:
+        return print_json([record.model_dump(mode="json", exclude={"sha256"}) for record in records])
+    console().tokens(records, registry.path)
+    return 0
