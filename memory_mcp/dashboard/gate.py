@@ -37,7 +37,9 @@ def viewer(request: Request) -> str | None:
 def is_asset(scope: Scope) -> bool:
     """Whether the request is for one of the package's own files (style and script): public,
     so that a refusal is a readable page too."""
-    return scope["path"].removeprefix(scope.get("root_path", "")).startswith(PUBLIC_PREFIX)
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    return path.removeprefix(root_path).startswith(PUBLIC_PREFIX)
 
 
 class OwnerGate:
