@@ -20,7 +20,7 @@ from project import PROJECT_ROOT as ROOT
 
 # Each layer is one package, bottom to top; a module imports from its own package or a lower one.
 LAYERS: dict[str, str] = {
-    "base": "errors, ids, the clock, settings, the environment, wording, projects",
+    "base": "errors, ids, the clock, settings, the environment, shared phrases, projects",
     "models": "pydantic models at every boundary: stored, requests, results, export",
     "store": "the storage protocol, durable files, page columns; files/ and postgres/ backends",
     "memory": "rules every change obeys: facts, proposals, progress, sessions, signals, redaction",
@@ -101,7 +101,7 @@ def test_the_console_renders_results_and_nothing_else() -> None:
     assert imported <= {
         "memory_mcp.models",
         "memory_mcp.service.access",
-        "memory_mcp.base.wording",
+        "memory_mcp.base.phrases",
         "memory_mcp.base.projects",
     }, imported
 

@@ -170,7 +170,7 @@ def test_a_helper_whose_code_changed_hands_over_to_one_on_the_new_code(home: Pat
     first, _ = prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     [old] = helper_processes(home)
-    os.utime(Path(memory_mcp.__file__).parent / "base" / "wording.py")  # as an upgrade or an edit would
+    os.utime(Path(memory_mcp.__file__).parent / "base" / "phrases.py")  # as an upgrade or an edit would
     answered, by_helper = prompt_hook(home, asked(remembered, QUESTION))
     assert (answered.stdout, answered.stderr, by_helper) == (first.stdout, "", False)
     wait_until(lambda: old not in helper_processes(home), timeout=30, what="the old helper to exit")

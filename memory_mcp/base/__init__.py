@@ -1,1 +1,1 @@
-"""Foundations every layer may use: errors, ids, the clock, settings, the environment, wording."""
+"""Foundations every layer may use: errors, ids, the clock, settings, the environment, shared phrases, projects."""

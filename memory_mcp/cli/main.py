@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 
 from memory_mcp import __version__
 from memory_mcp.base.errors import MemoryServiceError
+from memory_mcp.base.phrases import extraction_said
 from memory_mcp.base.projects import project_of
 from memory_mcp.base.settings import ConfigError, Settings, load_settings
-from memory_mcp.base.wording import extraction_said
 from memory_mcp.cli.commands import browse, dashboard, forgetting, portability, setup, upkeep
 from memory_mcp.cli.entry import command_words
 from memory_mcp.cli.hook_command import hook_arguments, run_hook

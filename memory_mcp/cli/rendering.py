@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from memory_mcp.base.phrases import extraction_said, plural, waiting_said
 from memory_mcp.base.projects import project_name
-from memory_mcp.base.wording import extraction_said, plural, waiting_said
 from memory_mcp.models import (
     Fact,
     FactChangeResult,

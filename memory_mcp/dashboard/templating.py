@@ -9,7 +9,7 @@ from jinja2 import pass_context
 from starlette.datastructures import URL
 from starlette.templating import Jinja2Templates
 
-from memory_mcp.base.wording import extraction_said, waiting_said
+from memory_mcp.base.phrases import extraction_said, waiting_said
 from memory_mcp.dashboard.context import Memory, path
 from memory_mcp.dashboard.filters import FILTERS
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memory_mcp.base.phrases import extraction_said, plural, waiting_said
 from memory_mcp.base.projects import project_name
-from memory_mcp.base.wording import extraction_said, plural, waiting_said
 from memory_mcp.models import (
     HISTORY_SECTION_NAMES,
     USER_SECTION_NAMES,

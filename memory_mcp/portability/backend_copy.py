@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Literal
 
 from memory_mcp.base.errors import InvalidInput, StorageError
+from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
-from memory_mcp.base.wording import plural
 from memory_mcp.models import MemoryDocument, MigrationReport, Page, ScopeMigration
 from memory_mcp.store import MemoryStore, Scope, open_store
 

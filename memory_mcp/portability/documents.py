@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.base.wording import plural
+from memory_mcp.base.phrases import plural
 from memory_mcp.memory.facts import cap, current, normalise
 from memory_mcp.models import (
     EXPORT_FORMAT,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
-from memory_mcp.base.wording import plural
 from memory_mcp.extraction.runner import UpdateRunner
 from memory_mcp.extraction.updater import pending_count
 from memory_mcp.models import FlushResult

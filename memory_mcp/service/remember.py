@@ -7,8 +7,8 @@ from collections.abc import Callable
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import StorageError
 from memory_mcp.base.ids import new_id
+from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
-from memory_mcp.base.wording import plural
 from memory_mcp.extraction import host_facts
 from memory_mcp.extraction.runner import UpdateRunner
 from memory_mcp.memory.progress import thread_key

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memory_mcp.base.errors import StorageError
-from memory_mcp.base.wording import plural
+from memory_mcp.base.phrases import plural
 from memory_mcp.memory.redaction import without_secrets
 from memory_mcp.models import MemoryDocument, ScrubResult
 from memory_mcp.recall.vectors import fact_vector_id

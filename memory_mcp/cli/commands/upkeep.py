@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from memory_mcp.base.wording import plural
+from memory_mcp.base.phrases import plural
 from memory_mcp.cli.commands.checks import require_stored
 from memory_mcp.cli.commands.output import console, print_json
 from memory_mcp.models import FlushRequest

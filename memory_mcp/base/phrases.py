@@ -1,4 +1,4 @@
-"""Words said the same way everywhere: counts as people write them ("1 fact", "2 facts"), and who
+"""Phrases said the same way everywhere: counts as people write them ("1 fact", "2 facts"), and who
 extracts structured memory."""
 
 from __future__ import annotations
