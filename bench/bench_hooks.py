@@ -42,6 +42,7 @@ for path in (PROJECT_ROOT, PROJECT_ROOT / "bench", PROJECT_ROOT / "tests" / "sup
 
 from bench_store import TextGenerator, page_stream
 from claude_code_session import Transcript, text
+from result_files import add_results_option, markdown_table, write
 
 from memory_mcp.base.ids import new_id
 from memory_mcp.hosts.relay import helper_socket
@@ -162,8 +163,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--embeddings", action="store_true", help="local embeddings on, a vector per exchange")
+    add_results_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-hooks-"))
+    rows: list[tuple[object, ...]] = []
     try:
         empty = work / "empty"
         floor = timed([sys.executable, "-c", "pass"], "", empty, args.runs)
@@ -199,8 +202,39 @@ def main() -> int:
                 f"{warm_p95:>6.0f} {rss:>8.0f} MB {start_p50:>7.0f} ms {stop_p50:>6.0f} ms {stop_p95:>6.0f}  "
                 f"{len(context)} chars; warm <= {TARGET_WARM_MS:.0f} ms: {met}"
             )
+            rows.append(
+                (
+                    f"{size:,}",
+                    f"{alone_p50:,.0f} ms",
+                    f"{first_helped:,.0f} ms",
+                    f"{warm_p50:,.0f} / {warm_p95:,.0f} ms",
+                    f"{start_p50:,.0f} ms",
+                    f"{stop_p50:,.0f} ms",
+                    f"{rss:,.0f} MB",
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if not args.no_results and rows:
+        header = (
+            "exchanges",
+            "prompt, no helper",
+            "first prompt a new helper answers",
+            "warm prompt p50 / p95",
+            "session start",
+            "stop (20 turns)",
+            "helper memory",
+        )
+        write(
+            "bench_hooks-embeddings" if args.embeddings else "bench_hooks",
+            "Claude Code's hooks, each a cold process"
+            + (", local embeddings on (stand-in vectors)" if args.embeddings else ", words alone"),
+            markdown_table(header, rows),
+            f"Medians (and p95 where shown) over {args.runs} runs, each hook a process of its own as Claude Code starts them, each "
+            f"prompt the first of a new session. The floor here: `python -c pass` {floor[0]:.0f} ms, "
+            f"`memory-mcp --version` {version[0]:.0f} ms (p50). Target: warm prompt p50 <= {TARGET_WARM_MS:.0f} ms "
+            "at 10,000 exchanges.",
+        )
     return 0
 
 

@@ -34,8 +34,10 @@ from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT / "tests" / "support"))
+sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 
 from claude_code_session import Transcript, text
+from result_files import add_results_option, markdown_table, write
 
 from memory_mcp.recall.token_count import TokenCounter
 
@@ -308,7 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a git worktree of the commit before)")
     parser.add_argument("--embeddings", action="store_true", help="local embeddings on (vectors computed once stored)")
+    parser.add_argument(
+        "--baseline-label",
+        default="baseline",
+        help="what the result file calls the baseline, e.g. 'one full block per prompt (commit 1a2b3c4)'",
+    )
     parser.add_argument("--json", action="store_true")
+    add_results_option(parser)
     args = parser.parse_args(argv)
     checkouts = {"this checkout": PROJECT_ROOT}
     if args.baseline:
@@ -327,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         for label, outcome in results.items()
     }
+    if not args.no_results and "baseline" in report:
+        write_results(report, args)
+    elif not args.no_results:
+        print("bench/results/ left as it is: its figures compare with a baseline (--baseline PATH)")
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -349,6 +361,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{'met' if met else 'NOT met'}"
         )
     return 0
+
+
+def write_results(report: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    recall_questions = sum(turn.kind == "recall" for turn in SESSION)
+    baseline_tokens = report.get("baseline", {}).get("tokens")
+    rows = []
+    for label, figures in report.items():
+        tokens = f"{figures['tokens']:,}"
+        if baseline_tokens and label != "baseline":
+            tokens += f" ({figures['tokens'] / baseline_tokens:.1%})"
+        kinds = ", ".join(f"{kind} {count:,}" for kind, count in figures["tokens_by_kind"].items())
+        name = args.baseline_label if label == "baseline" else "this release"
+        rows.append((name, tokens, kinds, figures["blocks"], f"{sum(figures['recalled'])} / {recall_questions}"))
+    header = (
+        "hooks",
+        "tokens injected (cl100k)",
+        "by prompt kind",
+        "blocks",
+        "questions answered by what was injected",
+    )
+    write(
+        "bench_injection-embeddings" if args.embeddings else "bench_injection",
+        f"Tokens a {len(SESSION)}-turn Claude Code session is given, "
+        + ("local embeddings on" if args.embeddings else "words alone"),
+        markdown_table(header, rows),
+        f"One scripted session across three projects: coding prompts, bare acknowledgements and {recall_questions} "
+        "questions whose answers were said in earlier sessions, every hook run as Claude Code runs it. A question "
+        "counts as answered when its answer is in what the session was given so far.",
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
+from bench.result_files import add_results_option, markdown_table, write
 from bench.stats import report_only
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="timed runs of each server (default 10)")
     parser.add_argument("--python", default=sys.executable, help="interpreter to run both servers with")
+    add_results_option(parser)
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
     return report_only(report, args)
@@ -306,6 +308,31 @@ def report(args: argparse.Namespace) -> None:
         f"modules only the product imports before the handshake: {len(extra)}, {extra_us / 1e3:.0f} ms own import time; "
         "slowest: " + ", ".join(f"{name} {self_us / 1e3:.1f} ms" for name, self_us in slowest)
     )
+    if not args.no_results:
+        labels = {"bare": "a bare MCP SDK server, one tool", "product": "memory-mcp (`server.py`)"}
+        rows = [
+            (
+                labels[name],
+                f"{statistics.median(values) * 1e3:,.0f} ms",
+                f"{min(values) * 1e3:,.0f} ms",
+                f"{max(values) * 1e3:,.0f} ms",
+                f"{statistics.median(cpu[name]) * 1e3:,.0f} ms",
+            )
+            for name, values in times.items()
+        ]
+        figures = markdown_table(("stdio server", "to `initialize`, median", "min", "max", "CPU, median"), rows)
+        figures += (
+            f"\n\nmemory-mcp answers {difference * 1e3:+.0f} ms after the bare server (medians; target: under "
+            f"{TARGET_DIFFERENCE_S * 1e3:.0f} ms); {', '.join(MUST_NOT_IMPORT)} imported before the answer: "
+            f"{', '.join(violations) if violations else 'none'}."
+        )
+        write(
+            "bench_startup",
+            "Cold start: spawning a stdio server until it answers `initialize`",
+            figures,
+            f"{args.runs} runs of each server, alternating, after one untimed warm-up of each. CPU is the "
+            "server's user and system time from spawn to exit, less sensitive to other load on the machine.",
+        )
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from bench.http_clients import HttpPlan, print_http_report, run_http
+from bench.result_files import add_results_option, markdown_table, write
 from bench.stats import summary
 from bench.storage_backends import (
     BACKENDS,
@@ -519,7 +520,7 @@ def _pages_path(service, data_root: Path) -> Path:
     try:
         from memory_mcp.store import Scope
         from memory_mcp.store.durable import ensure_directory
-        from memory_mcp.store.files.backend import PAGES_FILE
+        from memory_mcp.store.files.layout import PAGES_FILE
 
         directory = service.store.scope_dir(Scope(USER_ID))
         ensure_directory(directory)
@@ -837,6 +838,72 @@ def print_report(results: list[dict], args: argparse.Namespace, loads: dict) -> 
     print("result: " + ("all targets met" if not missed else "MISSED: " + "; ".join(missed)))
 
 
+def _span(values: list[float], unit: float, suffix: str, digits: int) -> str:
+    low, high = min(values) / unit, max(values) / unit
+    return (
+        f"{low:,.{digits}f}{suffix}"
+        if f"{low:.{digits}f}" == f"{high:.{digits}f}"
+        else f"{low:,.{digits}f}-{high:,.{digits}f}{suffix}"
+    )
+
+
+def write_results(results: list[dict], http_runs: list[dict], args: argparse.Namespace) -> None:
+    """bench/results/bench_store[-postgres].md for the sizes, bench_store-http.md for the HTTP runs."""
+    measured = [r for r in results if "error" not in r]
+    if measured:
+        rows = []
+        for r in measured:
+            restarts = [run for run in r.get("restarts", []) if "error" not in run]
+            rows.append(
+                (
+                    f"{r['size']:,}",
+                    f"{r['add_ms']['p50']:.2f} / {r['add_ms']['p95']:.2f} ms",
+                    f"{r['warm_ms']['p50']:.1f} / {r['warm_ms']['p95']:.1f} ms",
+                    _span([run["first_ms"] for run in restarts], 1e3, " s", 2) if restarts else "-",
+                    _span([run["rss_mb"] for run in restarts], 1, " MB", 0) if restarts else "-",
+                )
+            )
+        header = (
+            "exchanges",
+            "add p50 / p95",
+            "retrieve p50 / p95 (warm)",
+            "first retrieve of a new process",
+            "process memory after it",
+        )
+        where = "JSON files" if args.backend == "json" else "PostgreSQL"
+        write(
+            "bench_store" if args.backend == "json" else "bench_store-postgres",
+            f"add_memory and retrieve_memory through the core API, one user, {where}",
+            markdown_table(header, rows),
+            f"{args.queries} warm retrieves per size; the last 1,000 adds of the fill timed (each fsync'd); "
+            f"{args.facts} facts in the memory document, so retrieve ranks facts too. The first retrieve of a new "
+            f"process: {args.restarts} fresh processes over the same data, each opening the store (the saved word "
+            "index read back) and making one retrieve, first-use loads (numpy, the token encoding) included.",
+        )
+    ran = [run for run in http_runs if "error" not in run]
+    if ran:
+        rows = [
+            (
+                "JSON files" if run["plan"]["backend"] == "json" else "PostgreSQL",
+                run["plan"]["instances"],
+                run["plan"]["clients"],
+                f"{run['ops_per_second']:.0f}",
+                f"{run['add_ms']['p50']:.0f} / {run['add_ms']['p95']:.0f} ms",
+                f"{run['retrieve_ms']['p50']:.0f} / {run['retrieve_ms']['p95']:.0f} ms",
+            )
+            for run in ran
+        ]
+        first = ran[0]["plan"]
+        write(
+            "bench_store-http",
+            "Throughput over streamable HTTP: real server processes, the SDK's client, bearer tokens",
+            markdown_table(("storage", "instances", "clients", "calls/s", "add p50 / p95", "retrieve p50 / p95"), rows),
+            f"Each client: {first['pairs']} add_memory and {first['pairs']} retrieve_memory, alternating, for its own "
+            f"user (seeded with {first['seeded_pages']} exchanges); times as the clients see them. Clients, servers "
+            "and PostgreSQL share the machine's cores.",
+        )
+
+
 def http_plans(args: argparse.Namespace, backends: list[str]) -> list[HttpPlan]:
     """One run per storage with one server, then PostgreSQL with several instances on the same schema."""
     shape = {"clients": args.http_clients, "pairs": args.http_pairs, "seeded_pages": args.http_pages, "dsn": args.dsn}
@@ -913,6 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         "--restarts", type=int, default=2, help="fresh processes timing a first retrieve after each size (default 2)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    add_results_option(parser)
     parser.add_argument("--restart-probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-dir", type=Path, help=argparse.SUPPRESS)
@@ -958,7 +1026,10 @@ def main(argv: list[str] | None = None) -> int:
         if sizes:
             print("first-use loads: timing each in a clean interpreter...", file=sys.stderr, flush=True)
             print_report(results, args, measure_first_use_loads())
-        print_http_report([run_http_plan(plan, args, data_parent) for plan in http_plans(args, http_backends)])
+        http_runs = [run_http_plan(plan, args, data_parent) for plan in http_plans(args, http_backends)]
+        print_http_report(http_runs)
+        if not args.no_results:
+            write_results(results, http_runs, args)
     except Exception:
         traceback.print_exc()
         print("benchmark failed (report only: exiting 0)")
