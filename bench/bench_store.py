@@ -877,7 +877,7 @@ def write_results(results: list[dict], http_runs: list[dict], args: argparse.Nam
             markdown_table(header, rows),
             f"{args.queries} warm retrieves per size; the last 1,000 adds of the fill timed (each fsync'd); "
             f"{args.facts} facts in the memory document, so retrieve ranks facts too. The first retrieve of a new "
-            f"process: {args.restarts} fresh processes over the same data, each opening the store (the saved word "
+            f"process: {args.restarts} fresh process{'es' if args.restarts != 1 else ''} over the same data, each opening the store (the saved word "
             "index read back) and making one retrieve, first-use loads (numpy, the token encoding) included.",
         )
     ran = [run for run in http_runs if "error" not in run]

@@ -76,7 +76,11 @@ def provenance(argv: Sequence[str] | None = None) -> str:
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), "
         f"Python {platform.python_version()}"
     )
-    load = f", load average {LOAD_AT_START:.1f} at the start" if LOAD_AT_START is not None else ""
+    load = (
+        f", load average {LOAD_AT_START:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
+        if LOAD_AT_START is not None
+        else ""
+    )
     return f"Measured {when} at commit {commit} on {machine}{load}, by:\n`{command}`"
 
 
