@@ -1,9 +1,10 @@
 """The README's tools table, made from the tool definitions so that it cannot drift from them.
 
 `python -m memory_mcp.mcp.tools_table` prints it: each tool's name, the first sentence of the
-description its host model reads, and its parameters (from its request model). `--write PATH`
-puts it between the `<!-- tools:start -->` and `<!-- tools:end -->` markers of that file instead;
-tests/test_docs.py fails when the README's table is not the one printed here.
+description its host model reads, and its parameters (from its request model). `--into PATH` prints
+that file with the table between its `<!-- tools:start -->` and `<!-- tools:end -->` markers
+replaced (this module writes no file: only the store does); tests/test_docs.py fails when the
+README's table is not the one printed here, naming COMMAND.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from memory_mcp.mcp.server import TOOLS, ToolSpec
 
 START = "<!-- tools:start -->"
 END = "<!-- tools:end -->"
-COMMAND = "python -m memory_mcp.mcp.tools_table --write README.md"
+COMMAND = "python -m memory_mcp.mcp.tools_table --into README.md > README.new && mv README.new README.md"
 # Whose memory a call reaches: listed once under the table rather than in nearly every row.
 SCOPE = ("user_id", "agent_name")
 
@@ -98,21 +99,19 @@ def with_table(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Print the tools table, or write it into a file between its markers.")
-    parser.add_argument("--write", type=Path, metavar="PATH", help=f"replace what is between {START} and {END}")
+    parser = argparse.ArgumentParser(description="Print the tools table, or a file with its table brought up to date.")
+    parser.add_argument(
+        "--into", type=Path, metavar="PATH", help=f"print PATH with what is between {START} and {END} replaced"
+    )
     args = parser.parse_args(argv)
-    if args.write is None:
+    if args.into is None:
         print(table())
         return 0
-    text = args.write.read_text(encoding="utf-8")
     try:
-        updated = with_table(text)
-    except ValueError as exc:
-        print(f"{args.write}: {exc}", file=sys.stderr)
+        sys.stdout.write(with_table(args.into.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        print(f"{args.into}: {exc}", file=sys.stderr)
         return 1
-    if updated != text:
-        args.write.write_text(updated, encoding="utf-8")
-        print(f"{args.write}: tools table updated", file=sys.stderr)
     return 0
 
 
