@@ -20,7 +20,8 @@ from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
 from memory_mcp.recall.saved_index import MAGIC, SnapshotKeeper, UnusableSnapshot, decode
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.files.backend import INDEX_FILE, JsonStore
+from memory_mcp.store.files.backend import JsonStore
+from memory_mcp.store.files.layout import INDEX_FILE
 
 USER = Scope("alice")
 WORDS = (

@@ -33,7 +33,7 @@ from stdio_helpers import (
     write_config,
 )
 
-from memory_mcp.store.files.backend import directory_name
+from memory_mcp.store.files.layout import directory_name
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ def thread_key(page: Page) -> str:
 def pending_by_thread(pages: Sequence[Page], progress: AnalysisProgress) -> dict[str, list[int]]:
     """Numbers of the pages not yet analysed, grouped by thread, each list in log order."""
     pending: dict[str, list[int]] = {}
-    threads = columns_of(pages)[progress.allBefore :].threads
+    threads = columns_of(pages).between(progress.allBefore).threads
     for number, key in enumerate(threads, start=progress.allBefore):
         if number >= progress.threads.get(key, 0):
             pending.setdefault(key, []).append(number)

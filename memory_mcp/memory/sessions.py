@@ -71,7 +71,7 @@ class SessionTable:
         if generation != self.generation:
             self.generation = generation
             self.page_sessions, self.sizes, self.first_seen, self._names = [], Counter(), {}, {}
-        added = columns_of(pages)[len(self.page_sessions) :]
+        added = columns_of(pages).between(len(self.page_sessions))
         if not added:
             return
         timestamps = added.timestamps

@@ -49,7 +49,7 @@ class UnusableSnapshot(ValueError):
 
 def pages_digest(pages: Sequence[Page], count: int) -> str:
     """What the index of the first `count` pages was made from: their ids and threads, in order."""
-    covered = columns_of(pages)[:count]
+    covered = columns_of(pages).between(0, count)
     listed = "\n".join(map("\t".join, zip(covered.ids, covered.threads)))
     return hashlib.sha256(f"{listed}\n".encode() if covered else b"").hexdigest()
 

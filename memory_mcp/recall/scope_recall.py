@@ -189,7 +189,7 @@ class PageRecall:
             eligible = _eligible(among_first, [within, archive], exclude)
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
-            period = _within(page_log.pages[:among_first].timestamps, periods) if periods else None
+            period = _within(page_log.pages.between(0, among_first).timestamps, periods) if periods else None
             lexical = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
             pages = page_log.pages
             lexical = cache.index.with_phrases(

@@ -76,6 +76,12 @@ class PageSequence(Sequence[Page]):
     def __len__(self) -> int:
         return len(self._ids)
 
+    def between(self, start: int, stop: int | None = None) -> PageSequence:
+        """The pages from `start` up to `stop` (the end when None), as a view with its columns:
+        what a plain slice gives, typed as such."""
+        first, last, _ = slice(start, stop).indices(len(self))
+        return _Slice(self, first, max(first, last))
+
     @overload
     def __getitem__(self, key: int) -> Page: ...
 
@@ -87,7 +93,7 @@ class PageSequence(Sequence[Page]):
             start, stop, step = key.indices(len(self))
             if step != 1:  # every few pages: those pages, as a list of them
                 return self._read(list(range(start, stop, step)))
-            return _Slice(self, start, max(start, stop))
+            return self.between(start, stop)
         position = operator.index(key)
         count = len(self)
         if position < 0:
@@ -118,7 +124,8 @@ class _Slice(PageSequence):
 
     def __init__(self, whole: PageSequence, start: int, stop: int) -> None:
         # A slice of a slice refers to the sequence underneath: views never stack up.
-        self._whole, self._start = (whole._whole, whole._start + start) if isinstance(whole, _Slice) else (whole, start)
+        self._whole: PageSequence = whole._whole if isinstance(whole, _Slice) else whole
+        self._start: int = whole._start + start if isinstance(whole, _Slice) else start
         self._stop = self._start + (stop - start)
 
     @property

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from memory_mcp.store import Scope
+from memory_mcp.store.interfaces import Scope
 from memory_mcp.store.page_sequence import HeldPages, PageSequence, StoredPages
 
 StateT = TypeVar("StateT")
@@ -45,7 +45,7 @@ class ScopeStates(Generic[StateT]):
             self._recent.move_to_end(scope)
             overflow = self._overflow()
         for old_scope, old in overflow:
-            if not self._drop_cached(old):  # type: ignore[misc]  # in use: it counts as recent
+            if self._drop_cached is not None and not self._drop_cached(old):  # in use: it counts as recent
                 with self._guard:
                     self._recent[old_scope] = None
         return state

@@ -26,7 +26,8 @@ from memory_mcp.memory.sessions import RETRIEVALS_PER_SAVE
 from memory_mcp.models import AddFactRequest, ExportRequest, ForgetRequest, RetrieveMemoryRequest
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
-from memory_mcp.store.files.backend import TOMBSTONE_PREFIX, JsonStore
+from memory_mcp.store.files.backend import JsonStore
+from memory_mcp.store.files.layout import TOMBSTONE_PREFIX
 
 pytestmark = pytest.mark.integration
 

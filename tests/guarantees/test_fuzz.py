@@ -57,7 +57,7 @@ from memory_mcp.models import (
 )
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope, durable
-from memory_mcp.store.files.backend import identifier_of
+from memory_mcp.store.files.layout import identifier_of
 
 pytestmark = pytest.mark.integration
 

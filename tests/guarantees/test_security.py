@@ -407,9 +407,9 @@ REVIEWED_JOINS = {
         "_digest(user_id)",
     ): "_user_folder: a hex digest of the user id (ids never name files)",
     ("hosts/relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
-    ("store/files/backend.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
+    ("store/files/tombstones.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",
-    ("store/files/backend.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
+    ("store/files/tombstones.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
     "stands for, named by the id identifier_of validated in the staging's name",
     (
         "portability/memoryos.py",
@@ -462,7 +462,7 @@ def test_every_path_component_from_outside_is_a_validated_identifier() -> None:
     assert unreviewed == [], f"path components not validated: {unreviewed}"
 
     # Every scope becomes a path in one place, which validates both of its ids.
-    store = parsed(PACKAGE / "store" / "files" / "backend.py")
+    store = parsed(PACKAGE / "store" / "files" / "layout.py")
     [scope_dir] = [n for n in ast.walk(store) if isinstance(n, ast.FunctionDef) and n.name == "scope_dir"]
     validated = {
         ast.unparse(call.args[1])
@@ -478,7 +478,7 @@ def test_every_path_component_from_outside_is_a_validated_identifier() -> None:
         if isinstance(n, ast.BinOp)
         and isinstance(n.op, ast.Div)
         and re.search(r"\.(user_id|agent_name)\b", ast.unparse(n))
-        and not (relative(p) == "store/files/backend.py" and n.lineno in inside)
+        and not (relative(p) == "store/files/layout.py" and n.lineno in inside)
     ]
     assert uses == [], f"a scope's ids joined onto a path outside scope_dir: {uses}"
 

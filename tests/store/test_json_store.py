@@ -31,7 +31,7 @@ from memory_mcp.models import (
 )
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope, durable
-from memory_mcp.store.files import backend as json_store
+from memory_mcp.store.files import page_log as json_store
 from memory_mcp.store.files.backend import JsonStore
 
 USER = Scope("alice")

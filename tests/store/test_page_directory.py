@@ -13,8 +13,9 @@ from memory_mcp.base.settings import Settings
 from memory_mcp.models import Page, RetrieveMemoryRequest
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import PageLog, Scope
-from memory_mcp.store.files import backend as json_store
-from memory_mcp.store.files.backend import DIRECTORY_FILE, JsonStore
+from memory_mcp.store.files import page_log as json_store
+from memory_mcp.store.files.backend import JsonStore
+from memory_mcp.store.files.layout import DIRECTORY_FILE
 from memory_mcp.store.files.pages import DIRECTORY_MIN_PAGES
 
 USER = Scope("alice")

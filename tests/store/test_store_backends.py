@@ -1071,7 +1071,7 @@ def test_a_log_read_before_an_erase_by_the_same_store_gives_none_of_its_pages_ba
 
 
 def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(pg: PostgresBackend) -> None:
-    from memory_mcp.store.postgres.backend import WHOLE_PAGES_BELOW
+    from memory_mcp.store.postgres.pages import WHOLE_PAGES_BELOW
 
     pages = [
         make_page(n).model_copy(
@@ -1096,7 +1096,7 @@ def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(p
 def test_postgres_reads_a_large_saved_index_again_and_again(pg: PostgresBackend) -> None:
     """A large snapshot comes on a connection of its own (libpq would keep a buffer as large for the
     lifetime of a pooled one): it reads whole, every time, and the reads after it go on as before."""
-    from memory_mcp.store.postgres.backend import LARGE_RESULT_BYTES
+    from memory_mcp.store.postgres.derived import LARGE_RESULT_BYTES
 
     store = pg.store()
     store.append_page(USER, make_page(0))

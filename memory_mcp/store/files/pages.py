@@ -29,9 +29,9 @@ from pydantic import ValidationError
 
 from memory_mcp.base.errors import LogReplaced, StorageError
 from memory_mcp.models import Page
-from memory_mcp.store import page_from_record
 from memory_mcp.store.durable import opened_for_reading, read_bytes
 from memory_mcp.store.page_sequence import StoredPages
+from memory_mcp.store.records import page_from_record
 
 MAGIC = b"memory-mcp page directory\n"
 FORMAT = 1

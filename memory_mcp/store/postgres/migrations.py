@@ -11,7 +11,7 @@ A database migrated by a newer memory-mcp than this one (a version above the hig
 is refused with a StorageError rather than used, since this code could misread it.
 
 The SQL uses `{schema}`, replaced by the quoted schema name; nothing else in it is templated.
-See `memory_mcp.store.postgres.backend` for what the tables hold and how they are used.
+See `memory_mcp.store.postgres.queries` for what the tables hold, and `backend` for how they are used.
 """
 
 from __future__ import annotations
