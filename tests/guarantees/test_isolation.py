@@ -293,6 +293,8 @@ def exported_without_time(env: Env, scope: Scope) -> dict[str, Any]:
 # --- the property -----------------------------------------------------------------------------------
 
 
+# Twenty generated plans take about ten seconds: `make test` runs it, `make test-fast` leaves it out.
+@pytest.mark.slow
 @settings(
     max_examples=20,
     deadline=None,
