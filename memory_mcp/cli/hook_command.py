@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import functools
 import io
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -20,9 +21,11 @@ from memory_mcp.base.environment import claude_project_dir, process_environment
 from memory_mcp.base.settings import Settings, load_settings
 from memory_mcp.cli.entry import HELPED_HOOKS
 from memory_mcp.cli.parser import build_parser
-from memory_mcp.hosts.claude_code import hooks
+from memory_mcp.hosts import hooks
+from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
 from memory_mcp.hosts.helper import keep_helper, serve_told
 from memory_mcp.hosts.injection import HostSession
+from memory_mcp.hosts.registry import adapter_for
 from memory_mcp.hosts.relay import helper_socket
 from memory_mcp.service.memory_service import MemoryService
 
@@ -52,18 +55,18 @@ def hook_arguments(arguments: Sequence[str]) -> argparse.Namespace | None:
 
 
 def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool) -> int:
-    """Run a Claude Code hook. Whatever goes wrong, the prompt must go on: one line on stderr,
+    """Run a host's hook. Whatever goes wrong, the prompt must go on: one line on stderr,
     nothing on stdout, exit status 0."""
     try:
         environ, cwd, stdin = process_environment(), os.getcwd(), sys.stdin.read()
-        settings, event, session = _hook_call(args, stdin, environ, cwd)
+        settings, host, event, session = _hook_call(args, stdin, environ, cwd)
         service = MemoryService(settings, short_lived=True)
         stored = None
         try:
             if args.hook_event == "stop":
-                stored = hooks.remember_session(service, event, session)
+                stored = hooks.remember_session(service, host, event, session)
             else:
-                _print_context(service, args, event, session)
+                _print_context(service, args, host, event, session)
         finally:
             service.close()
         if args.hook_event in HELPED_HOOKS and leave_helper:
@@ -78,26 +81,32 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
 
 
 def _print_context(
-    service: MemoryService, args: argparse.Namespace, event: hooks.HookInput, session: HostSession
+    service: MemoryService, args: argparse.Namespace, host: HostAdapter, event: HostEvent, session: HostSession
 ) -> None:
     """What a context hook (prompt, session-start) prints for the host."""
     if args.hook_event == "prompt":
-        context = hooks.prompt_context(service, event, session, args.max_tokens)
+        context = hooks.prompt_context(service, host, event, session, args.max_tokens)
     else:
-        context = hooks.start_context(service, event, session)
+        context = hooks.start_context(service, host, event, session)
     if context:
         print(context, flush=True)
 
 
 def _hook_call(
     args: argparse.Namespace, stdin: str, environ: Mapping[str, str], cwd: str
-) -> tuple[Settings, hooks.HookInput, HostSession]:
-    """A hook's settings, event and session, from its command line, stdin, environment and folder."""
+) -> tuple[Settings, HostAdapter, HostEvent, HostSession]:
+    """A hook's settings, host, event and session, from its command line, stdin, environment and
+    folder."""
     config = getattr(args, "config", None)
     settings = load_settings(None if config is None else Path(cwd) / config, environ)
-    event = hooks.read_hook_input(stdin)
-    folder = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever Claude has cd'd
-    return settings, event, hooks.host_session(event, args.user, args.agent, folder)
+    payload = json.loads(stdin)
+    if not isinstance(payload, dict):
+        raise ValueError("the hook's input is not a JSON object")
+    host = adapter_for(getattr(args, "host_name", None), payload, environ)
+    hook_event: HookEvent = args.hook_event
+    event = host.read(hook_event, payload)
+    folder = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever the host has cd'd
+    return settings, host, event, hooks.host_session(event, args.user, args.agent, folder)
 
 
 def _one_line(exc: Exception) -> str:
@@ -118,7 +127,7 @@ class _HookHelper:
     def warm_up(self) -> None:
         args = hook_arguments(self._first["argv"])
         if args is not None:
-            settings, _, session = _hook_call(args, self._first["stdin"], self._first["environ"], self._first["cwd"])
+            settings, _, _, session = _hook_call(args, self._first["stdin"], self._first["environ"], self._first["cwd"])
             self._service(settings).warm_up(session.user_id, session.agent_name)
 
     def answer(self, request: Any) -> dict[str, str]:
@@ -129,8 +138,10 @@ class _HookHelper:
                 args = hook_arguments(request["argv"])
                 if args is not None:
                     os.chdir(request["cwd"])  # one request at a time: relative paths mean the caller's
-                    settings, event, session = _hook_call(args, request["stdin"], request["environ"], request["cwd"])
-                    _print_context(self._service(settings), args, event, session)
+                    settings, host, event, session = _hook_call(
+                        args, request["stdin"], request["environ"], request["cwd"]
+                    )
+                    _print_context(self._service(settings), args, host, event, session)
             except Exception as exc:  # the same promise as the hook itself
                 event_name = getattr(args, "hook_event", "prompt")
                 print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_mcp import __version__
+from memory_mcp.hosts.registry import HOST_NAMES
 
 DASHBOARD_PORT = 8766  # the HTTP server's default is 8765: both can run side by side
 JSON_HELP = "print JSON for scripts instead of tables"
@@ -177,7 +178,7 @@ def _add_scrub(commands: Commands) -> None:
 
 
 def _add_hook(commands: Commands) -> None:
-    hook_help = "Claude Code hooks: a digest per session, what is relevant to each prompt, each reply remembered"
+    hook_help = "agent hosts' hooks: a digest per session, what is relevant to each prompt, each reply remembered"
     hook = commands.add("hook", hook_help, json=False)
     events = Commands(hook.add_subparsers(dest="hook_event", metavar="EVENT", required=True), commands.shared)
     for name, help_text in (
@@ -188,6 +189,12 @@ def _add_hook(commands: Commands) -> None:
         event = events.add(name, help_text, json=False)
         event.add_argument("--user", help="whose memory (default: the config's user_id)")
         event.add_argument("--agent", help="an agent's memory beside the user's (default: the config's assistant_id)")
+        event.add_argument(
+            "--host",
+            dest="host_name",
+            choices=HOST_NAMES,
+            help="the host running the hook (default: recognised from what it sends)",
+        )
         # Retired: each exchange records its project now. Accepted, so that hooks installed with it still run.
         event.add_argument("--project-agent", action="store_true", help=argparse.SUPPRESS)
         if name == "prompt":

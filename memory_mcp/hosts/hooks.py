@@ -1,0 +1,87 @@
+"""What each hook does, whichever host runs it: memory for every session and prompt, and every
+reply remembered, whether or not the model calls a memory tool.
+
+`session-start` gets the session's digest (and again after a compaction or /clear); `prompt`
+gets what memory holds that is relevant to the prompt and not given to the session before
+(injection.py); `stop` stores the session's exchanges that are not stored yet, each with the
+project it was said in. All run as short-lived processes with the host's JSON on stdin; none may
+ever hold up or block the prompt, so every failure is reported as one line on stderr and the hook
+exits 0 with nothing on stdout. What differs between hosts is in their adapters (events.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from memory_mcp.base.clock import utc_now
+from memory_mcp.base.ids import validate_identifier
+from memory_mcp.base.projects import project_of
+from memory_mcp.base.settings import Settings
+from memory_mcp.hosts.events import HostAdapter, HostEvent, clipped
+from memory_mcp.hosts.helper import spawn_detached
+from memory_mcp.hosts.injection import HostSession, prompt_block, session_digest
+from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument
+from memory_mcp.service.memory_service import MemoryService
+
+# SessionStart's sources after which the model no longer holds what was given before.
+STARTS_OVER = {"startup", "clear", "compact"}
+
+
+def host_session(event: HostEvent, user_id: str | None, agent_name: str | None, folder: str) -> HostSession:
+    """The session a hook serves, in the project of `folder` (where the host works); the ids its
+    command line names are checked (InvalidInput names the rule)."""
+    for field, value in (("user_id", user_id), ("agent_name", agent_name)):
+        if value:
+            validate_identifier(field, value)
+    return HostSession(user_id, agent_name, event.session_id, project_of(folder))
+
+
+def prompt_context(
+    service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession, max_tokens: int | None
+) -> str:
+    """The hook's stdout for a prompt: what is relevant to it as additional context, or nothing."""
+    context = prompt_block(service, session, event.prompt or "", max_tokens, host.max_context_chars)
+    return host.answer("prompt", context) if context else ""
+
+
+def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession) -> str:
+    """The hook's stdout at a session's start: its digest as additional context, or nothing. A
+    resumed session keeps what it was given (its conversation is there again)."""
+    fresh = event.source in STARTS_OVER or event.source is None
+    context = session_digest(service, session, host.max_context_chars, fresh)
+    return host.answer("session-start", context) if context else ""
+
+
+def remember_session(
+    service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession
+) -> tuple[ImportResult, str] | None:
+    """Store the session's finished exchanges not stored yet, and say which is the newest. Text
+    beyond max_text_chars is cut with a marker, so one huge paste cannot keep the rest out."""
+    pages = host.exchanges(event)
+    if not pages:
+        return None
+    limit = service.settings.max_text_chars
+    pages = [
+        page.model_copy(
+            update={
+                "user_input": clipped(page.user_input, limit),
+                "agent_response": clipped(page.agent_response, limit),
+                "project": session.project,
+            }
+        )
+        for page in pages
+    ]
+    scope = service.resolve_scope(session.user_id, session.agent_name)
+    document = ExportDocument(
+        exported_at=utc_now(), user_id=scope.user_id, agent_name=scope.agent_name, memory=MemoryDocument(), pages=pages
+    )
+    result = service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
+    return result, pages[-1].page_id
+
+
+def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str, cwd: str) -> None:
+    """Leave behind a process that runs the structured-memory update of what the hook stored
+    once the quiet time has passed, unless a later exchange arrived meanwhile (whose own hook
+    then leaves the update to its own process). A new process, not a fork of the hook."""
+    told = {"settings": settings.model_dump(mode="json"), "user_id": user_id, "agent_name": agent_name}
+    spawn_detached([sys.executable, "-m", "memory_mcp.hosts.quiet_update", newest_page], told, cwd, None)
