@@ -81,6 +81,23 @@ def test_installing_for_the_user_adds_our_entries_keeps_the_rest_and_backs_up(ho
     assert len(list(user_home.rglob("*.bak"))) == 2, "nothing changed: nothing backed up"
 
 
+def test_uninstalling_takes_out_our_entries_alone_and_leaves_the_files_as_they_were(
+    home: Path, user_home: Path
+) -> None:
+    assert install(home, user_home).code == 0
+    env = {"HOME": str(user_home)}
+    preview = cli(home, "uninstall", "claude-code", "--dry-run", env=env)
+    assert preview.code == 0 and preview.stdout.count("would change") == 2
+    assert handlers(read(user_home / ".claude" / "settings.json"), "UserPromptSubmit"), "a dry run writes nothing"
+
+    outcome = cli(home, "uninstall", "claude-code", env=env)
+    assert outcome.code == 0, outcome.stderr
+    assert read(user_home / ".claude" / "settings.json") == OTHER_SETTINGS
+    assert read(user_home / ".claude.json") == OTHER_STATE
+    again = cli(home, "uninstall", "claude-code", env=env)
+    assert again.code == 0 and again.stdout.count("unchanged") == 2
+
+
 def test_installing_again_from_elsewhere_replaces_our_hooks_in_place(home: Path, user_home: Path) -> None:
     install(home, user_home)
     install(home, user_home, "--command", "/opt/other/bin/memory-mcp")

@@ -164,5 +164,6 @@ COMMANDS: dict[str, Callable[[MemoryService, argparse.Namespace], int]] = {
 STORELESS_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "token": setup.token,
     "install": setup.install,
+    "uninstall": setup.uninstall,
     "migrate": portability.migrate,
 }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_mcp import __version__
+from memory_mcp.hosts.installers import INSTALLERS
 from memory_mcp.hosts.registry import HOST_NAMES
 
 DASHBOARD_PORT = 8766  # the HTTP server's default is 8765: both can run side by side
@@ -216,7 +217,7 @@ def _add_init(commands: Commands) -> None:
 def _add_install(commands: Commands) -> None:
     install_help = "add memory-mcp to a host's settings: its MCP server entry, and for Claude Code its hooks"
     install = commands.add("install", install_help, json=False)
-    install.add_argument("target", metavar="HOST", choices=["claude-code"], help="the host to add memory-mcp to")
+    install.add_argument("target", metavar="HOST", choices=sorted(INSTALLERS), help="the host to add memory-mcp to")
     install.add_argument(
         "--project", action="store_true", help="for this folder only (its .claude/settings.local.json), not everywhere"
     )
@@ -227,6 +228,14 @@ def _add_install(commands: Commands) -> None:
         metavar="COMMAND",
         help="how the host should start memory-mcp (default: this installation)",
     )
+
+
+def _add_uninstall(commands: Commands) -> None:
+    uninstall_help = "take memory-mcp out of a host's settings (what install added), keeping everything else"
+    uninstall = commands.add("uninstall", uninstall_help, json=False)
+    uninstall.add_argument("target", metavar="HOST", choices=sorted(INSTALLERS), help="the host to take it out of")
+    uninstall.add_argument("--project", action="store_true", help="the entries install --project wrote here")
+    uninstall.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
 
 
 def _add_migrate(commands: Commands) -> None:
@@ -265,5 +274,6 @@ GRAMMARS: tuple[Callable[[Commands], None], ...] = (
     _add_hook,
     _add_init,
     _add_install,
+    _add_uninstall,
     _add_migrate,
 )

@@ -12,12 +12,14 @@ from pathlib import Path
 from memory_mcp.base.environment import default_config_path
 from memory_mcp.base.settings import Settings
 from memory_mcp.cli.commands.output import console, emit, print_json
-from memory_mcp.hosts.claude_code import install as claude_code_install
+from memory_mcp.hosts import settings_files
+from memory_mcp.hosts.installers import INSTALLERS
+from memory_mcp.hosts.settings_files import SettingsChange
 
 
 def init(args: argparse.Namespace) -> int:
     """Before any settings are read: the config there may be the broken one being replaced."""
-    path = claude_code_install.write_config_template(
+    path = settings_files.write_config_template(
         (args.path or default_config_path()).expanduser().absolute(), args.force
     )
     print(f'wrote {path}: every setting at its default, each explained by the "// name" line above it')
@@ -29,24 +31,38 @@ def init(args: argparse.Namespace) -> int:
 
 
 def install(settings: Settings, args: argparse.Namespace) -> int:
-    command = shlex.split(args.launch) if args.launch else claude_code_install.memory_command()
+    installer = INSTALLERS[args.target]
+    command = shlex.split(args.launch) if args.launch else settings_files.memory_command()
     config = getattr(args, "config", None)
-    changes = claude_code_install.claude_code_changes(
-        Path.home(), Path.cwd() if args.project else None, command, config
-    )
-    if args.dry_run:
+    changes = installer.changes(Path.home(), Path.cwd() if args.project else None, command, config)
+    if not _written(changes, args.dry_run, "memory-mcp is already in it"):
+        return 0
+    print(installer.after_install)
+    return 0
+
+
+def uninstall(settings: Settings, args: argparse.Namespace) -> int:
+    installer = INSTALLERS[args.target]
+    changes = installer.removal(Path.home(), Path.cwd() if args.project else None)
+    _written(changes, args.dry_run, "memory-mcp is not in it")
+    return 0
+
+
+def _written(changes: list[SettingsChange], dry_run: bool, unchanged_because: str) -> bool:
+    """Write the changes (each changed file copied aside first) and say so; or, on a dry run, show
+    what each file would hold of ours and write nothing. True when files were written."""
+    if dry_run:
         for change in changes:
             state = "would change" if change.changed else "unchanged"
             print(f"# {change.path} ({state}): our entries\n{json.dumps(change.ours, indent=2, ensure_ascii=False)}")
-        return 0
-    for change in claude_code_install.apply(changes):
+        return False
+    for change in settings_files.apply(changes):
         if change.changed:
             saved = f"; the old file is kept as {change.backup}" if change.backup else ""
             print(f"updated {change.path}{saved}")
         else:
-            print(f"unchanged {change.path} (memory-mcp is already in it)")
-    print("Restart Claude Code (or open /hooks) to load the hooks.")
-    return 0
+            print(f"unchanged {change.path} ({unchanged_because})")
+    return True
 
 
 def token(settings: Settings, args: argparse.Namespace) -> int:

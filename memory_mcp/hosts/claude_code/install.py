@@ -11,55 +11,19 @@ changed is first copied aside, and a file that is not valid JSON is never touche
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-import shutil
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.base.settings import config_template
-from memory_mcp.store.durable import atomic_write, ensure_directory
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
 
 SERVER_NAME = "memory-mcp"
 # Our hook handlers, recognised by what they run whatever the path to the command.
 OUR_HOOK = re.compile(r"memory[-_]mcp\S*\s.*\bhook (session-start|prompt|stop)\b")
 # event -> (our hook, timeout seconds)
 HOOKS = {"SessionStart": ("session-start", 15), "UserPromptSubmit": ("prompt", 15), "Stop": ("stop", 30)}
-
-
-@dataclass
-class SettingsChange:
-    """One file and what it holds after installing; `changed` is False when it already did."""
-
-    path: Path
-    content: dict[str, Any]
-    changed: bool
-    ours: dict[str, Any]  # our entries alone: what a dry run shows (the rest may hold secrets)
-    backup: Path | None = None
-
-
-def write_config_template(path: Path, replace: bool) -> Path:
-    """Write the commented config (every setting at its default) at `path`; refuse to replace a
-    config already there unless told to."""
-    if path.exists() and not replace:
-        raise InvalidInput(f"{path} already exists; edit it, or pass --force to replace it with the defaults")
-    ensure_directory(path.parent)
-    atomic_write(path, (json.dumps(config_template(), indent=2) + "\n").encode())
-    return path
-
-
-def memory_command() -> list[str]:
-    """How to run this very installation: its `memory-mcp` script, else its Python with -m."""
-    script = Path(sys.executable).with_name("memory-mcp")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("memory-mcp")
-    return [found] if found else [sys.executable, "-m", "memory_mcp"]
 
 
 def claude_code_changes(
@@ -75,56 +39,15 @@ def claude_code_changes(
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        _change(hooks_file, lambda settings: _with_hooks(settings, command, options), _our_hooks),
-        _change(
+        change_file(hooks_file, lambda settings: _with_hooks(settings, command, options), _our_hooks),
+        change_file(
             home / ".claude.json", lambda state: _with_server(state, where, server), lambda s: _our_server(s, where)
         ),
     ]
 
 
-def apply(changes: list[SettingsChange]) -> list[SettingsChange]:
-    """Write the changed files, each after copying the old one aside, through any symbolic link
-    (a settings file kept in a dotfiles folder stays there); the same list, with backups."""
-    stamp = utc_now().replace(":", "").replace("-", "")
-    for change in changes:
-        if not change.changed:
-            continue
-        target = change.path.resolve()
-        ensure_directory(target.parent)
-        if target.exists():
-            change.backup = target.with_name(f"{target.name}.{stamp}.bak")
-            atomic_write(change.backup, target.read_bytes())
-        atomic_write(target, (json.dumps(change.content, indent=2, ensure_ascii=False) + "\n").encode())
-    return changes
-
-
-def _change(path: Path, merge: Any, ours: Any) -> SettingsChange:
-    current = _read(path)
-    merged = merge(json.loads(json.dumps(current)))
-    return SettingsChange(path, merged, changed=merged != current, ours=ours(merged))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        content = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"{path} cannot be read as JSON ({exc}); fix or move it, then install again") from None
-    if not isinstance(content, dict):
-        raise InvalidInput(f"{path} holds no JSON object; fix or move it, then install again")
-    return content
-
-
-def _object(parent: dict[str, Any], key: str, what: str) -> dict[str, Any]:
-    value = parent.setdefault(key, {})
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{what} is not a JSON object; fix it, then install again")
-    return value
-
-
 def _with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) -> dict[str, Any]:
-    hooks = _object(settings, "hooks", "the settings' hooks")
+    hooks = json_object(settings, "hooks", "the settings' hooks")
     for event, (name, timeout) in HOOKS.items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list) or not all(
@@ -152,8 +75,8 @@ def _with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) 
 def _with_server(state: dict[str, Any], where: list[str], server: dict[str, Any]) -> dict[str, Any]:
     scope = state
     for key in where:
-        scope = _object(scope, key, "/".join(where[: where.index(key) + 1]))
-    servers = _object(scope, "mcpServers", "mcpServers")
+        scope = json_object(scope, key, "/".join(where[: where.index(key) + 1]))
+    servers = json_object(scope, "mcpServers", "mcpServers")
     existing = servers.get(SERVER_NAME)
     servers[SERVER_NAME] = {**existing, **server} if isinstance(existing, dict) else server  # keeps its env
     return state
@@ -176,3 +99,64 @@ def _our_server(state: dict[str, Any], where: list[str]) -> dict[str, Any]:
     for key in where:
         scope = scope[key]
     return {"mcpServers": {SERVER_NAME: scope["mcpServers"][SERVER_NAME]}}
+
+
+def claude_code_removal(home: Path, project: Path | None) -> list[SettingsChange]:
+    """What uninstalling from Claude Code would make of the files install writes: our hooks and our
+    server entry gone, everything else as it was (nothing is written)."""
+    hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
+    where = [] if project is None else ["projects", str(project.resolve())]
+    return [
+        change_file(hooks_file, _without_hooks, lambda settings: {}),
+        change_file(home / ".claude.json", lambda state: _without_server(state, where), lambda state: {}),
+    ]
+
+
+def _without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return settings
+    for event in HOOKS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                group["hooks"] = [
+                    handler
+                    for handler in group["hooks"]
+                    if not (isinstance(handler, dict) and OUR_HOOK.search(str(handler.get("command", ""))))
+                ]
+        kept = [group for group in groups if not (isinstance(group, dict) and group.get("hooks") == [])]
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+    return settings
+
+
+def _without_server(state: dict[str, Any], where: list[str]) -> dict[str, Any]:
+    scope: Any = state
+    for key in where:
+        scope = scope.get(key) if isinstance(scope, dict) else None
+    servers = scope.get("mcpServers") if isinstance(scope, dict) else None
+    if isinstance(servers, dict):
+        servers.pop(SERVER_NAME, None)
+    return state
+
+
+class ClaudeCodeInstaller:
+    """Claude Code: the MCP server in ~/.claude.json, the three hooks in its settings."""
+
+    name = "claude-code"
+    after_install = "Restart Claude Code (or open /hooks) to load the hooks."
+
+    def changes(
+        self, home: Path, project: Path | None, command: list[str], config: Path | None
+    ) -> list[SettingsChange]:
+        return claude_code_changes(home, project, command, config)
+
+    def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
+        return claude_code_removal(home, project)

@@ -1,0 +1,25 @@
+"""The hosts `memory-mcp install` and `uninstall` know: for each, the settings files it changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from memory_mcp.hosts.claude_code.install import ClaudeCodeInstaller
+from memory_mcp.hosts.settings_files import SettingsChange
+
+
+class HostInstaller(Protocol):
+    """One host's install: what its files hold with memory-mcp in them, and without."""
+
+    name: str  # as the command line names the host
+    after_install: str  # what the user does next, said once the files are written
+
+    def changes(
+        self, home: Path, project: Path | None, command: list[str], config: Path | None
+    ) -> list[SettingsChange]: ...
+
+    def removal(self, home: Path, project: Path | None) -> list[SettingsChange]: ...
+
+
+INSTALLERS: dict[str, HostInstaller] = {installer.name: installer for installer in (ClaudeCodeInstaller(),)}
