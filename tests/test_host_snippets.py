@@ -46,7 +46,11 @@ def command_lines() -> list[list[str]]:
 
 def test_the_readme_has_a_snippet_for_each_host() -> None:
     assert [heading for heading, _ in json_snippets()] == ["Claude Desktop (one-click bundle)", "Cursor", "VS Code"]
-    assert [line[:3] for line in command_lines()] == [[INSTALLED, "install", "claude-code"], ["claude", "mcp", "add"]]
+    assert [line[:3] for line in command_lines()] == [
+        [INSTALLED, "install", "claude-code"],
+        [INSTALLED, "uninstall", "claude-code"],
+        ["claude", "mcp", "add"],
+    ]
 
 
 async def _remember_and_recall(command: list[str], user_home: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -71,10 +75,12 @@ def test_the_claude_mcp_add_line_starts_a_server_that_remembers(tmp_path: Path) 
     assert "I keep bees" in recalled["context"]
 
 
-def test_the_install_line_runs(tmp_path: Path) -> None:
-    [line] = [line for line in command_lines() if line[0] == INSTALLED]
-    outcome = cli(tmp_path / "data", *line[1:], "--dry-run", env={"HOME": str(tmp_path)})
+def test_the_install_and_uninstall_lines_run(tmp_path: Path) -> None:
+    install, uninstall = [line for line in command_lines() if line[0] == INSTALLED]
+    outcome = cli(tmp_path / "data", *install[1:], "--dry-run", env={"HOME": str(tmp_path)})
     assert outcome.code == 0 and "hook prompt" in outcome.stdout, outcome.stderr
+    outcome = cli(tmp_path / "data", *uninstall[1:], "--dry-run", env={"HOME": str(tmp_path)})
+    assert outcome.code == 0 and outcome.stdout.count("unchanged") == 2, outcome.stderr
 
 
 def test_init_writes_the_config_the_server_then_reads_without_being_told(tmp_path: Path) -> None:
