@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Protocol
 
 from memory_mcp.hosts.claude_code.install import ClaudeCodeInstaller
+from memory_mcp.hosts.codex.install import CodexInstaller
 from memory_mcp.hosts.settings_files import SettingsChange
 
 
@@ -22,4 +23,6 @@ class HostInstaller(Protocol):
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]: ...
 
 
-INSTALLERS: dict[str, HostInstaller] = {installer.name: installer for installer in (ClaudeCodeInstaller(),)}
+INSTALLERS: dict[str, HostInstaller] = {
+    installer.name: installer for installer in (ClaudeCodeInstaller(), CodexInstaller())
+}

@@ -19,6 +19,7 @@ HOSTS_FOLDER = PROJECT_ROOT / ".hosts"
 REQUIRED = os.environ.get("MEMORY_MCP_REQUIRE_HOSTS") == "1"
 # package -> (pinned version, the command it installs)
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
+CODEX = ("@openai/codex", "0.171.0", "codex")  # the package brings its platform binary
 
 
 def host_command(host: tuple[str, str, str]) -> Path:

@@ -1,0 +1,127 @@
+"""memory-mcp in the real Codex CLI (npm, pinned), installed as a user installs it, talking to a
+scripted Responses API on 127.0.0.1 that records what the model is sent.
+
+Codex runs a hook only once the user has trusted it (/hooks in its TUI); `codex exec` is run with
+`--dangerously-bypass-hook-trust`, which stands for that review. No network, no key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from command_line import cli
+from host_clis import CODEX, host_command
+from scripted_responses import ScriptedResponses, input_texts
+
+from memory_mcp.base.settings import Settings
+from memory_mcp.recall.token_count import TokenCounter
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store import Scope
+
+pytestmark = pytest.mark.integration
+
+BLOCK = re.compile(r"<memory>\n.*?\n</memory>", re.DOTALL)
+PROVIDER = """\
+model = "scripted-model"
+model_provider = "scripted"
+
+[model_providers.scripted]
+name = "Scripted"
+base_url = "{base_url}"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+"""
+
+
+@dataclass
+class Codex:
+    """Codex installed with memory-mcp (`memory-mcp install codex`) in a home of its own."""
+
+    executable: Path
+    user_home: Path
+    memory_home: Path
+    api: ScriptedResponses
+
+    def project(self, name: str) -> Path:
+        folder = self.user_home / "code" / name
+        (folder / ".git").mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
+        """`codex exec PROMPT` in `project`; the requests the model was sent meanwhile."""
+        before = len(self.api.requests)
+        environment = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.user_home),
+            "MEMORY_MCP_HOME": str(self.memory_home),
+            "SCRIPTED_API_KEY": "not-a-key",
+        }
+        done = subprocess.run(
+            [str(self.executable), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", prompt],
+            cwd=project,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return self.api.requests[before:]
+
+
+def developer_blocks(requests: list[dict[str, Any]]) -> list[str]:
+    """The <memory> blocks the hooks put before the model (Codex sends them as developer messages)."""
+    return [
+        found for request in requests for text in input_texts(request, "developer") for found in BLOCK.findall(text)
+    ]
+
+
+def stored_exchanges(home: Path) -> list[tuple[str, str, str | None]]:
+    service = MemoryService(Settings(data_storage_path=home))
+    try:
+        scope = service.resolve_scope(None, None)
+        pages = service.store.read_pages(Scope(scope.user_id, scope.agent_name)).pages
+        return [(page.user_input, page.agent_response, page.project) for page in pages]
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def codex(tmp_path: Path, home: Path) -> Iterator[Codex]:
+    executable = host_command(CODEX)
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    installed = cli(home, "install", "codex", env={"HOME": str(user_home)})
+    assert installed.code == 0, installed.stderr
+    api = ScriptedResponses(respond=lambda request: "Noted: pnpm it is, and vitest for the tests.").start()
+    (user_home / ".codex" / "config.toml").write_text(PROVIDER.format(base_url=api.base_url), encoding="utf-8")
+    try:
+        yield Codex(executable, user_home, home, api)
+    finally:
+        api.stop()
+
+
+def test_a_turn_is_stored_once_and_reaches_a_later_session_as_developer_context(codex: Codex) -> None:
+    shop = codex.project("webshop")
+    said = "In this repo we use pnpm, never npm, and the tests run with vitest."
+    first = codex.run(said, shop)
+    assert first and not developer_blocks(first), "nothing remembered yet"
+    [(prompt, reply, project)] = stored_exchanges(codex.memory_home)
+    assert (prompt, reply) == (said, "Noted: pnpm it is, and vitest for the tests.")
+    assert project is not None and project.endswith("webshop")
+
+    later = codex.run("Which package manager should I use to add a dependency?", shop)
+    given = developer_blocks(later)
+    assert any("we use pnpm, never npm" in block for block in given), "the earlier turn, before the model"
+    assert all(len(block) <= 9_000 for block in given), "within what Codex keeps inline"
+    assert not any("Warning: truncated output" in text for request in later for text in input_texts(request))
+    assert TokenCounter("tiktoken").count("\n".join(given)) <= Settings().memory.max_injection_tokens + 400
+    assert len(stored_exchanges(codex.memory_home)) == 2, "each turn once"
