@@ -7,6 +7,7 @@ from typing import Protocol
 
 from memory_mcp.hosts.claude_code.install import ClaudeCodeInstaller
 from memory_mcp.hosts.codex.install import CodexInstaller
+from memory_mcp.hosts.gemini.install import GeminiInstaller
 from memory_mcp.hosts.settings_files import SettingsChange
 
 
@@ -24,5 +25,5 @@ class HostInstaller(Protocol):
 
 
 INSTALLERS: dict[str, HostInstaller] = {
-    installer.name: installer for installer in (ClaudeCodeInstaller(), CodexInstaller())
+    installer.name: installer for installer in (ClaudeCodeInstaller(), CodexInstaller(), GeminiInstaller())
 }

@@ -10,9 +10,10 @@ from memory_mcp.base.errors import InvalidInput
 from memory_mcp.hosts.claude_code.adapter import ClaudeCode
 from memory_mcp.hosts.codex.adapter import Codex
 from memory_mcp.hosts.events import HostAdapter
+from memory_mcp.hosts.gemini.adapter import Gemini
 
 # In the order they are tried: the most particular first, Claude Code (which claims any payload) last.
-ADAPTERS: tuple[HostAdapter, ...] = (Codex(), ClaudeCode())
+ADAPTERS: tuple[HostAdapter, ...] = (Gemini(), Codex(), ClaudeCode())
 HOST_NAMES = tuple(adapter.name for adapter in ADAPTERS)
 
 

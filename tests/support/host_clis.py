@@ -20,6 +20,7 @@ REQUIRED = os.environ.get("MEMORY_MCP_REQUIRE_HOSTS") == "1"
 # package -> (pinned version, the command it installs)
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
 CODEX = ("@openai/codex", "0.171.0", "codex")  # the package brings its platform binary
+GEMINI = ("@google/gemini-cli", "0.61.0", "gemini")
 
 
 def host_command(host: tuple[str, str, str]) -> Path:

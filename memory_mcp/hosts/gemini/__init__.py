@@ -1,0 +1,1 @@
+"""Gemini CLI: its hooks (BeforeAgent, AfterAgent, SessionStart) and its settings entries."""
