@@ -9,6 +9,7 @@ adapter turns its host's payload into a `HostEvent` and context into what its ho
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
@@ -76,3 +77,11 @@ def one_exchange(host: str, event: HostEvent) -> list[Page]:
 def clipped(text: str, limit: int) -> str:
     """`text` within `limit` characters, a marker where it was cut."""
     return text if len(text) <= limit else text[: limit - len(CLIPPED)] + CLIPPED
+
+
+def additional_context(event_name: str, context: str) -> str:
+    """`context` as the `hookSpecificOutput.additionalContext` answer Claude Code, Codex and Gemini
+    CLI all read, for their `event_name`."""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}}, ensure_ascii=False
+    )

@@ -3,7 +3,6 @@ a session's exchanges read from its transcript."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from memory_mcp.hosts.claude_code.transcript import session_exchanges
-from memory_mcp.hosts.events import HookEvent, HostEvent
+from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
 
 # Claude Code keeps at most this many characters of a hook's context inline (more becomes a file
@@ -58,10 +57,7 @@ class ClaudeCode:
         )
 
     def answer(self, event: HookEvent, context: str) -> str:
-        return json.dumps(
-            {"hookSpecificOutput": {"hookEventName": EVENT_NAMES[event], "additionalContext": context}},
-            ensure_ascii=False,
-        )
+        return additional_context(EVENT_NAMES[event], context)
 
     def exchanges(self, event: HostEvent) -> list[Page]:
         """The session's finished turns. A stored exchange is never rewritten, so the newest turn

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memory_mcp.hosts.events import HookEvent, HostEvent, one_exchange
+from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context, one_exchange
 from memory_mcp.models import Page
 
 # Codex keeps 2,500 approximate tokens of a hook's context inline and cuts the rest to a head and
@@ -73,10 +73,7 @@ class Codex:
         )
 
     def answer(self, event: HookEvent, context: str) -> str:
-        return json.dumps(
-            {"hookSpecificOutput": {"hookEventName": EVENT_NAMES[event], "additionalContext": context}},
-            ensure_ascii=False,
-        )
+        return additional_context(EVENT_NAMES[event], context)
 
     def exchanges(self, event: HostEvent) -> list[Page]:
         """The turn the Stop finishes: its id is Codex's turn id, so a Stop run again (or a

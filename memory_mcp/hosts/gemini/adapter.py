@@ -10,14 +10,13 @@ GEMINI_SESSION_ID set to the payload's `session_id`. Context is read only from J
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memory_mcp.hosts.events import HookEvent, HostEvent, one_exchange
+from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context, one_exchange
 from memory_mcp.models import Page
 
 # Gemini CLI keeps a hook's context whole (0.61.0 has no cap on it); a block is still built to the
@@ -87,10 +86,7 @@ class Gemini:
         )
 
     def answer(self, event: HookEvent, context: str) -> str:
-        return json.dumps(
-            {"hookSpecificOutput": {"hookEventName": EVENT_NAMES[event], "additionalContext": context}},
-            ensure_ascii=False,
-        )
+        return additional_context(EVENT_NAMES[event], context)
 
     def exchanges(self, event: HostEvent) -> list[Page]:
         return one_exchange(self.name, event)

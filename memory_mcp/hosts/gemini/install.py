@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.hosts.claude_code.install import OUR_HOOK, SERVER_NAME
+from memory_mcp.hosts.hook_entries import OUR_HOOK, SERVER_NAME
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
 
 HOST_FLAGS = ["--host", "gemini"]  # Gemini's payloads are recognised anyway; named, nothing is guessed
