@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from project import PROJECT_ROOT
+from project import PROJECT_ROOT, network_environment
 from stdio_helpers import connect_command, ok, run
 
 sys.path.insert(0, str(PROJECT_ROOT / "packaging"))
@@ -25,7 +25,6 @@ from memory_mcp.mcp.server import TOOLS  # noqa: E402
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MCPB_PACKAGE = "@anthropic-ai/mcpb@2.1.2"
-NETWORK_VARIABLES = ("_PROXY", "_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "UV_INDEX_URL", "UV_DEFAULT_INDEX")
 # .ci/run installs the CLI here once; a run without it installs it into the test's own folder.
 MCPB_PREFIX = os.environ.get("MEMORY_MCP_MCPB_PREFIX")
 
@@ -116,7 +115,7 @@ def test_the_bundles_server_command_serves_memory_in_the_chosen_folder(unpacked:
     command[0] = str(Path(sys.executable).with_name("uv"))  # the test extra's uv, as the host's own
     env["UV_CACHE_DIR"] = str(Path(sys.prefix) / "uv-cache")  # kept between runs of this environment
     # The machine's way out to the package index (certificates, proxies), as a host's environment has it.
-    env.update({name: value for name, value in os.environ.items() if name.endswith(NETWORK_VARIABLES)})
+    env.update(network_environment())
 
     async def session() -> str:
         async with connect_command(command, env, cwd=tmp_path) as client:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from host_clis import CLAUDE_CODE, host_command
-from project import PROJECT_ROOT
+from project import PROJECT_ROOT, network_environment
 from scripted_anthropic import ScriptedAnthropic
 from test_claude_code_host import blocks
 
@@ -94,11 +94,15 @@ def host(tmp_path: Path) -> Iterator[PluginHost]:
     api = ScriptedAnthropic().start()
     try:
         plugin_host = PluginHost(host_command(CLAUDE_CODE), user_home, api)
-        # What a user's first session does while Claude Code waits: uv builds the checkout into
-        # its cache. Done here, the server's start-up in the session is not a race with that build.
+        # What a user's first session does while Claude Code waits: uv fetches the dependencies
+        # (from the package index, as a user's would: on a fresh machine the cache is empty) and
+        # builds the checkout into its cache. Done here, the sessions run offline, and the server's
+        # start-up in a session is not a race with that build.
+        environment = plugin_host.environment()
+        online = {name: value for name, value in environment.items() if name != "UV_OFFLINE"} | network_environment()
         built = subprocess.run(
             ["uvx", "--from", str(PROJECT_ROOT), "--with-editable", str(PROJECT_ROOT), "memory-mcp", "--version"],
-            env=plugin_host.environment(),
+            env=online,
             capture_output=True,
             text=True,
             timeout=600,
