@@ -17,12 +17,12 @@ and every read notices what other processes wrote since (see `page_log`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from pathlib import Path
 
 from memory_mcp.base.errors import StorageError
-from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.models import Page
+from memory_mcp.store.delegation import DelegatingStore
 from memory_mcp.store.files.document import DocumentFiles
 from memory_mcp.store.files.erasure import PageErasure
 from memory_mcp.store.files.layout import Layout
@@ -32,13 +32,13 @@ from memory_mcp.store.files.scopes import FileScopes
 from memory_mcp.store.files.tombstones import Tombstones
 from memory_mcp.store.files.vectors import VectorFiles
 from memory_mcp.store.interfaces import PageLog, Scope
-from memory_mcp.store.records import PageVector
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
-class JsonStore:
-    """`MemoryStore` over JSON files; safe across threads and across processes.
+class JsonStore(DelegatingStore):
+    """`MemoryStore` over JSON files; safe across threads and across processes. Documents, derived
+    data and erasing are handed to their parts (`DelegatingStore`).
 
     A file lock held longer than `lock_timeout` seconds by another process (a hung one) fails
     that one call with a StorageError; every other user goes on being served.
@@ -55,10 +55,10 @@ class JsonStore:
         self._log = PageLogFiles(scopes)
         self._vectors = VectorFiles(scopes, self._log)
         self._saved_index = SavedIndexFiles(scopes, self._log)
-        self._erasure = PageErasure(scopes, self._log)
-        self._documents = DocumentFiles(scopes, self._log, self._erasure.finish_erasing)
-        self._tombstones = Tombstones(scopes)
-        self._tombstones.tidy()
+        self._erasure = erasure = PageErasure(scopes, self._log)
+        self._documents = DocumentFiles(scopes, self._log, erasure.finish_erasing)
+        self._scope_erasure = tombstones = Tombstones(scopes)
+        tombstones.tidy()
 
     def scope_dir(self, scope: Scope) -> Path:
         """The scope's directory (a symbolic link on the way is refused: see `Layout.scope_dir`)."""
@@ -103,60 +103,3 @@ class JsonStore:
 
     def host_memory_from(self, scope: Scope, start: int) -> bool:
         return self._log.tally(scope).host_memory_end > start
-
-    # --- structured memory ----------------------------------------------------------------
-
-    def read_document(self, scope: Scope) -> MemoryDocument:
-        return self._documents.read_document(scope)
-
-    def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
-        return self._documents.write_document(scope, document)
-
-    def update_document(
-        self,
-        scope: Scope,
-        change: Callable[[MemoryDocument], MemoryDocument],
-        *,
-        create: bool = True,
-        log_generation: int | None = None,
-    ) -> MemoryDocument:
-        return self._documents.update_document(scope, change, create=create, log_generation=log_generation)
-
-    def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> AbstractContextManager[bool]:
-        return self._documents.exclusive_updates(scope, wait)
-
-    # --- derived data: vectors and the saved word index -----------------------------------
-
-    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
-        self._vectors.append_vectors(scope, vectors, of_pages)
-
-    def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
-        return self._vectors.read_vectors(scope, after)
-
-    def erase_vectors(self, scope: Scope, model: str, ids: Sequence[str]) -> None:
-        self._vectors.erase_vectors(scope, model, ids)
-
-    def has_index_snapshot(self, scope: Scope) -> bool:
-        return self._saved_index.has_index_snapshot(scope)
-
-    def read_index_snapshot(self, scope: Scope) -> bytes | None:
-        return self._saved_index.read_index_snapshot(scope)
-
-    def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
-        return self._saved_index.write_index_snapshot(scope, data, generation)
-
-    # --- erasing --------------------------------------------------------------------------
-
-    def erase_pages(
-        self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
-    ) -> None:
-        self._erasure.erase_pages(scope, page_ids, change)
-
-    def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
-        self._erasure.rewrite_pages(scope, pages)
-
-    def replace(self, scope: Scope, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]) -> None:
-        self._tombstones.replace(scope, parts)
-
-    def erase(self, scope: Scope) -> None:
-        self._tombstones.erase(scope)

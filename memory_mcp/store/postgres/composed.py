@@ -3,11 +3,11 @@ does it, over any `Database` (`backend.PostgresStore` gives it one over psycopg)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 
 from memory_mcp.base.ids import validate_identifier
-from memory_mcp.models import MemoryDocument, Page
+from memory_mcp.models import Page
+from memory_mcp.store.delegation import DelegatingStore
 from memory_mcp.store.interfaces import PageLog, Scope
 from memory_mcp.store.postgres.connection import NO_AGENT, Database
 from memory_mcp.store.postgres.derived import PostgresDerived
@@ -15,21 +15,21 @@ from memory_mcp.store.postgres.documents import PostgresDocuments
 from memory_mcp.store.postgres.erasure import PostgresErasure
 from memory_mcp.store.postgres.pages import PostgresPages
 from memory_mcp.store.postgres.state import ScopeState, drop_cached
-from memory_mcp.store.records import PageVector
 from memory_mcp.store.scope_state import ScopeStates
 
 
-class ComposedPostgresStore:
+class ComposedPostgresStore(DelegatingStore):
     """Pages, documents, derived data and erasure of the scopes in one schema, each a part of its
-    own sharing this process's per-scope state (kept for `cached_scopes` scopes at most)."""
+    own sharing this process's per-scope state (kept for `cached_scopes` scopes at most). Pages are
+    handed to their part here; documents, derived data and erasing by `DelegatingStore`."""
 
     def __init__(self, database: Database, cached_scopes: int | None) -> None:
         self._db = database
         states = ScopeStates(lambda _scope: ScopeState(), cached_scopes, drop_cached)
         self._pages = PostgresPages(database, states)
         self._documents = PostgresDocuments(database, states)
-        self._derived = PostgresDerived(database)
-        self._erasure = PostgresErasure(database, states)
+        self._vectors = self._saved_index = PostgresDerived(database)
+        self._erasure = self._scope_erasure = PostgresErasure(database, states)
 
     # --- the store as a whole -------------------------------------------------------------
 
@@ -76,60 +76,3 @@ class ComposedPostgresStore:
 
     def host_memory_from(self, scope: Scope, start: int) -> bool:
         return self._pages.host_memory_from(scope, start)
-
-    # --- structured memory ----------------------------------------------------------------
-
-    def read_document(self, scope: Scope) -> MemoryDocument:
-        return self._documents.read_document(scope)
-
-    def write_document(self, scope: Scope, document: MemoryDocument) -> MemoryDocument:
-        return self._documents.write_document(scope, document)
-
-    def update_document(
-        self,
-        scope: Scope,
-        change: Callable[[MemoryDocument], MemoryDocument],
-        *,
-        create: bool = True,
-        log_generation: int | None = None,
-    ) -> MemoryDocument:
-        return self._documents.update_document(scope, change, create=create, log_generation=log_generation)
-
-    def exclusive_updates(self, scope: Scope, wait: float = 0.0) -> AbstractContextManager[bool]:
-        return self._documents.exclusive_updates(scope, wait)
-
-    # --- derived data: vectors and the saved word index -----------------------------------
-
-    def append_vectors(self, scope: Scope, vectors: Sequence[PageVector], of_pages: bool = True) -> None:
-        self._derived.append_vectors(scope, vectors, of_pages)
-
-    def read_vectors(self, scope: Scope, after: int) -> tuple[list[PageVector], int]:
-        return self._derived.read_vectors(scope, after)
-
-    def erase_vectors(self, scope: Scope, model: str, ids: Sequence[str]) -> None:
-        self._derived.erase_vectors(scope, model, ids)
-
-    def has_index_snapshot(self, scope: Scope) -> bool:
-        return self._derived.has_index_snapshot(scope)
-
-    def read_index_snapshot(self, scope: Scope) -> bytes | None:
-        return self._derived.read_index_snapshot(scope)
-
-    def write_index_snapshot(self, scope: Scope, data: bytes, generation: int) -> bool:
-        return self._derived.write_index_snapshot(scope, data, generation)
-
-    # --- erasing --------------------------------------------------------------------------
-
-    def erase_pages(
-        self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
-    ) -> None:
-        self._erasure.erase_pages(scope, page_ids, change)
-
-    def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
-        self._erasure.rewrite_pages(scope, pages)
-
-    def replace(self, scope: Scope, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]) -> None:
-        self._erasure.replace(scope, parts)
-
-    def erase(self, scope: Scope) -> None:
-        self._erasure.erase(scope)
