@@ -65,6 +65,7 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
         try:
             if args.hook_event == "stop":
                 stored = hooks.remember_session(service, host, event, session)
+                _print(host.answer("stop", ""))
             else:
                 _print_context(service, args, host, event, session)
         finally:
@@ -85,11 +86,14 @@ def _print_context(
 ) -> None:
     """What a context hook (prompt, session-start) prints for the host."""
     if args.hook_event == "prompt":
-        context = hooks.prompt_context(service, host, event, session, args.max_tokens)
+        _print(hooks.prompt_context(service, host, event, session, args.max_tokens))
     else:
-        context = hooks.start_context(service, host, event, session)
-    if context:
-        print(context, flush=True)
+        _print(hooks.start_context(service, host, event, session))
+
+
+def _print(answer: str) -> None:
+    if answer:
+        print(answer, flush=True)
 
 
 def _hook_call(

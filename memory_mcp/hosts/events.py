@@ -19,6 +19,7 @@ from memory_mcp.base.clock import utc_now
 from memory_mcp.models import Page
 
 HookEvent = Literal["session-start", "prompt", "stop"]
+CONTEXT_EVENTS: frozenset[HookEvent] = frozenset({"session-start", "prompt"})
 CLIPPED = " […]"
 
 
@@ -42,13 +43,16 @@ class HostAdapter(Protocol):
 
     name: str  # as `--host` names it
     max_context_chars: int  # what the host keeps inline of a hook's context
+    injects: frozenset[HookEvent]  # the events whose answer the host gives the model
+    keeps_prompts: bool  # its stop lacks the prompt: the prompt hook keeps it for the stop to pair
 
     def recognises(self, payload: Mapping[str, Any], environ: Mapping[str, str]) -> bool: ...
 
     def read(self, event: HookEvent, payload: Mapping[str, Any]) -> HostEvent: ...
 
     def answer(self, event: HookEvent, context: str) -> str:
-        """What the hook prints on stdout for `context` (never called with an empty one)."""
+        """What the hook prints on stdout for `context` ("" when there is none: most hosts then
+        want nothing printed)."""
         ...
 
     def exchanges(self, event: HostEvent) -> list[Page]:
@@ -80,8 +84,10 @@ def clipped(text: str, limit: int) -> str:
 
 
 def additional_context(event_name: str, context: str) -> str:
-    """`context` as the `hookSpecificOutput.additionalContext` answer Claude Code, Codex and Gemini
-    CLI all read, for their `event_name`."""
+    """`context` as the `hookSpecificOutput.additionalContext` answer Claude Code, Codex, Gemini
+    CLI and VS Code all read, for their `event_name`; nothing when there is no context."""
+    if not context:
+        return ""
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}}, ensure_ascii=False
     )

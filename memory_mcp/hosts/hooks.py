@@ -20,8 +20,10 @@ from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HostAdapter, HostEvent, clipped
 from memory_mcp.hosts.helper import spawn_detached
 from memory_mcp.hosts.injection import HostSession, prompt_block, session_digest
+from memory_mcp.memory.redaction import redact
 from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument
 from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.service.session_ledger import WaitingPrompt, keep_waiting_prompt, take_waiting_prompt
 
 # SessionStart's sources after which the model no longer holds what was given before.
 STARTS_OVER = {"startup", "clear", "compact"}
@@ -39,17 +41,24 @@ def host_session(event: HostEvent, user_id: str | None, agent_name: str | None, 
 def prompt_context(
     service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession, max_tokens: int | None
 ) -> str:
-    """The hook's stdout for a prompt: what is relevant to it as additional context, or nothing."""
-    context = prompt_block(service, session, event.prompt or "", max_tokens, host.max_context_chars)
-    return host.answer("prompt", context) if context else ""
+    """The hook's stdout for a prompt: what is relevant to it as additional context, or nothing.
+    For a host whose stop lacks the prompt, the prompt (secrets redacted) is kept for the stop."""
+    if host.keeps_prompts and event.prompt and event.prompt.strip():
+        scope = service.resolve_scope(session.user_id, session.agent_name)
+        waiting = WaitingPrompt(redact(event.prompt), event.turn_id)
+        keep_waiting_prompt(service.settings.data_storage_path, scope, session.session_id, waiting)
+    if "prompt" not in host.injects:
+        return host.answer("prompt", "")
+    return host.answer("prompt", prompt_block(service, session, event.prompt or "", max_tokens, host.max_context_chars))
 
 
 def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession) -> str:
     """The hook's stdout at a session's start: its digest as additional context, or nothing. A
     resumed session keeps what it was given (its conversation is there again)."""
+    if "session-start" not in host.injects:
+        return host.answer("session-start", "")
     fresh = event.source in STARTS_OVER or event.source is None
-    context = session_digest(service, session, host.max_context_chars, fresh)
-    return host.answer("session-start", context) if context else ""
+    return host.answer("session-start", session_digest(service, session, host.max_context_chars, fresh))
 
 
 def remember_session(
@@ -57,6 +66,11 @@ def remember_session(
 ) -> tuple[ImportResult, str] | None:
     """Store the session's finished exchanges not stored yet, and say which is the newest. Text
     beyond max_text_chars is cut with a marker, so one huge paste cannot keep the rest out."""
+    if host.keeps_prompts and not event.stop_hook_active:
+        scope = service.resolve_scope(session.user_id, session.agent_name)
+        waiting = take_waiting_prompt(service.settings.data_storage_path, scope, session.session_id)
+        if waiting is not None:
+            event = event.model_copy(update={"prompt": waiting.prompt, "turn_id": event.turn_id or waiting.turn_id})
     pages = host.exchanges(event)
     if not pages:
         return None

@@ -7,6 +7,10 @@ had, in a small JSON file under `run/sessions/` of the data folder, one folder p
 removes it). A compaction or a
 /clear starts a session's ledger over, since the model no longer holds what was given. Ledgers
 untouched for LEDGER_DAYS are removed whenever one of the same user's is written.
+
+Beside a session's ledger, for hosts whose finished-turn event carries the reply but not the
+prompt (Cursor, Windsurf, Cline), the prompt waiting for its reply: kept by the prompt hook
+(secrets already redacted), taken, and so removed, by the stop hook that stores the exchange.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from memory_mcp.store.durable import atomic_write, ensure_directory
 
 LEDGER_FOLDER = ("run", "sessions")
 LEDGER_DAYS = 7
+WAITING_SUFFIX = ".prompt.json"  # a session's waiting prompt, beside its ledger
 
 
 @dataclass
@@ -60,6 +65,36 @@ def write_ledger(root: Path, scope: Scope, session_id: str, ledger: SessionLedge
     _remove_stale(path.parent)
 
 
+@dataclass(frozen=True)
+class WaitingPrompt:
+    """A prompt a session's host sent, whose reply has not come yet."""
+
+    prompt: str
+    turn_id: str | None
+
+
+def keep_waiting_prompt(root: Path, scope: Scope, session_id: str, waiting: WaitingPrompt) -> None:
+    """Keep the session's newest prompt until its stop (a newer one replaces it)."""
+    path = _path(root, scope, session_id, WAITING_SUFFIX)
+    ensure_directory(path.parent)
+    atomic_write(path, json.dumps({"prompt": waiting.prompt, "turn_id": waiting.turn_id}).encode())
+    _remove_stale(path.parent)
+
+
+def take_waiting_prompt(root: Path, scope: Scope, session_id: str) -> WaitingPrompt | None:
+    """The session's waiting prompt, removed as it is taken; None when there is none (or it
+    cannot be read: the turn is then not stored, rather than stored with the wrong prompt)."""
+    path = _path(root, scope, session_id, WAITING_SUFFIX)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        waiting = WaitingPrompt(str(data["prompt"]), None if data["turn_id"] is None else str(data["turn_id"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        path.unlink(missing_ok=True)
+    return waiting
+
+
 def erase_ledgers(root: Path, scope: Scope) -> None:
     """Remove the ledgers of a scope: for a user's own scope, those of their agents too."""
     folder = _user_folder(root, scope.user_id)
@@ -70,9 +105,9 @@ def erase_ledgers(root: Path, scope: Scope) -> None:
         path.unlink(missing_ok=True)
 
 
-def _path(root: Path, scope: Scope, session_id: str) -> Path:
+def _path(root: Path, scope: Scope, session_id: str, suffix: str = ".json") -> Path:
     folder, agent = _user_folder(root, scope.user_id), _digest(scope.agent_name or "")
-    return folder / f"{agent}-{_digest(session_id)}.json"
+    return folder / f"{agent}-{_digest(session_id)}{suffix}"
 
 
 def _user_folder(root: Path, user_id: str) -> Path:

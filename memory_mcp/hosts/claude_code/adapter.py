@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from memory_mcp.hosts.claude_code.transcript import session_exchanges
-from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context
+from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
 
 # Claude Code keeps at most this many characters of a hook's context inline (more becomes a file
@@ -40,6 +40,8 @@ class ClaudeCode:
 
     name = "claude-code"
     max_context_chars = MAX_HOOK_OUTPUT_CHARS
+    injects = CONTEXT_EVENTS
+    keeps_prompts = False
 
     def recognises(self, payload: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
         return True  # the host hooks were first written for: what is not another host is this one

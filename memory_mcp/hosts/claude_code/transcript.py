@@ -13,14 +13,13 @@ unknown line types and unreadable lines are skipped, never fatal.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory_mcp.base.clock import normalise_timestamp, utc_now
+from memory_mcp.hosts.json_lines import json_lines
 from memory_mcp.models import Page
 
 # Text Claude Code itself puts in "user" lines: slash commands, their output, shell escapes, notices.
@@ -64,7 +63,7 @@ def session_exchanges(path: Path, session_id: str, final_reply: str | None = Non
     hold only a reply given on the way, or none yet."""
     turns: list[_Turn] = []
     current: _Turn | None = None  # the turn assistant text now belongs to
-    for line in _lines(path):
+    for line in json_lines(path):
         if line.get("isSidechain") or line.get("isMeta") or line.get("isCompactSummary"):
             continue
         message = line.get("message")
@@ -96,17 +95,6 @@ def session_exchanges(path: Path, session_id: str, final_reply: str | None = Non
         for turn in turns
         if turn.reply_parts
     ]
-
-
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8", errors="replace") as transcript:
-        for text in transcript:
-            try:
-                line = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                yield line
 
 
 def _is_tool_result(content: Any) -> bool:

@@ -8,14 +8,14 @@ written the turn's user message before its Stop hooks run: no state kept between
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context, one_exchange
+from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context, one_exchange
+from memory_mcp.hosts.json_lines import json_lines
 from memory_mcp.models import Page
 
 # Codex keeps 2,500 approximate tokens of a hook's context inline and cuts the rest to a head and
@@ -47,6 +47,8 @@ class Codex:
 
     name = "codex"
     max_context_chars = MAX_HOOK_OUTPUT_CHARS
+    injects = CONTEXT_EVENTS
+    keeps_prompts = False
 
     def recognises(self, payload: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
         """A `turn_id` (Codex's prompt and stop events; Claude Code sends none), or a transcript
@@ -84,7 +86,11 @@ class Codex:
 def turn_prompt(rollout: Path, turn_id: str) -> str | None:
     """What the person typed in turn `turn_id`: its user message as the rollout file records it
     (an `item_completed` event of a `UserMessage`), or None when the file holds none."""
-    for record in _records(rollout):
+    try:
+        records = list(json_lines(rollout))
+    except OSError:
+        return None  # no rollout to read: the turn is not stored rather than stored without its prompt
+    for record in records:
         payload = record.get("payload")
         if record.get("type") != "event_msg" or not isinstance(payload, dict):
             continue
@@ -95,19 +101,3 @@ def turn_prompt(rollout: Path, turn_id: str) -> str | None:
                 text = "\n".join(part for part in parts if isinstance(part, str))
                 return text or None
     return None
-
-
-def _records(rollout: Path) -> Iterator[dict[str, Any]]:
-    """The rollout's JSON lines; a line that cannot be read is skipped (the format is Codex's
-    internal one), a file that cannot be read holds none."""
-    try:
-        lines = rollout.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            yield record

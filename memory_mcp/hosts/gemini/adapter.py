@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context, one_exchange
+from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context, one_exchange
 from memory_mcp.models import Page
 
 # Gemini CLI keeps a hook's context whole (0.61.0 has no cap on it); a block is still built to the
@@ -61,6 +61,8 @@ class Gemini:
 
     name = "gemini"
     max_context_chars = MAX_CONTEXT_CHARS
+    injects = CONTEXT_EVENTS
+    keeps_prompts = False
 
     def recognises(self, payload: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
         event = payload.get("hook_event_name")

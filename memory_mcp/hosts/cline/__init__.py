@@ -1,0 +1,1 @@
+"""Cline: its hook scripts' JSON read and answered, and its install."""

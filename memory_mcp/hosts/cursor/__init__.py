@@ -1,0 +1,1 @@
+"""Cursor: its agent hooks (hooks.json) read and answered, and its install."""

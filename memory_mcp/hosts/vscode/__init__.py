@@ -1,0 +1,1 @@
+"""VS Code's agent hooks read and answered (installed with Copilot CLI's file, which VS Code reads too)."""

@@ -1,0 +1,1 @@
+"""Windsurf: Cascade's hooks (hooks.json) read, and its install."""
