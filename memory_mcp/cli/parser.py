@@ -215,13 +215,15 @@ def _add_init(commands: Commands) -> None:
 
 
 def _add_install(commands: Commands) -> None:
-    install_help = "add memory-mcp to a host's settings: its MCP server entry, and for Claude Code its hooks"
+    install_help = "add memory-mcp to a host's settings: its hooks (automatic memory) and its MCP server entry"
     install = commands.add("install", install_help, json=False)
     install.add_argument("target", metavar="HOST", choices=sorted(INSTALLERS), help="the host to add memory-mcp to")
     install.add_argument(
-        "--project", action="store_true", help="for this folder only (its .claude/settings.local.json), not everywhere"
+        "--project", action="store_true", help="for this folder only (its own settings files), not everywhere"
     )
-    install.add_argument("--dry-run", action="store_true", help="print what the files would hold; change nothing")
+    install.add_argument(
+        "--dry-run", action="store_true", help="print the lines each file would change; change nothing"
+    )
     install.add_argument(
         "--command",
         dest="launch",

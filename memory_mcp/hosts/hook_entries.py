@@ -1,6 +1,7 @@
-"""Hook entries in the shape Claude Code's settings give them (`{"hooks": {Event: [{"hooks": [handler]}]}}`),
-which Codex's hooks.json copies: ours merged in, listed, and taken out, the user's left as they are.
-Ours are recognised by what they run, whatever the path to the command."""
+"""Our entries in hosts' settings files, merged in and taken out, the user's left as they are: hook
+handlers in groups (`{"hooks": {Event: [{"hooks": [handler]}]}}`, as Claude Code's settings and
+Codex's hooks.json have them) or in flat lists (Cursor, Windsurf, Copilot CLI, VS Code), and the
+MCP server's entry. Ours are recognised by what they run, whatever the path to the command."""
 
 from __future__ import annotations
 
@@ -44,18 +45,6 @@ def with_hooks(settings: dict[str, Any], command: list[str], flags: list[str]) -
     return settings
 
 
-def our_hooks(settings: dict[str, Any]) -> dict[str, Any]:
-    return {
-        event: [
-            handler
-            for group in settings["hooks"].get(event, [])
-            for handler in group.get("hooks", [])
-            if OUR_HOOK.search(str(handler.get("command", "")))
-        ]
-        for event in HOOKS
-    }
-
-
 def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
@@ -78,4 +67,64 @@ def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
             del hooks[event]
     if not hooks:
         del settings["hooks"]
+    return settings
+
+
+def is_ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and bool(OUR_HOOK.search(str(handler.get("command", ""))))
+
+
+def with_handlers(settings: dict[str, Any], handlers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Our handler for each event merged into a flat list of handlers (`{"hooks": {Event: [handler]}}`,
+    as Cursor, Windsurf, Copilot CLI and VS Code have them): ours already there replaced in place,
+    keeping what the user added to it; a second copy dropped."""
+    hooks = json_object(settings, "hooks", "the settings' hooks")
+    for event, handler in handlers.items():
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InvalidInput(f"hooks.{event} is not a list of hooks; fix it, then install again")
+        found = [index for index, entry in enumerate(entries) if is_ours(entry)]
+        if found:
+            entries[found[0]] = {**entries[found[0]], **handler}
+            for index in reversed(found[1:]):
+                del entries[index]
+        else:
+            entries.append(handler)
+    return settings
+
+
+def without_handlers(settings: dict[str, Any], events: list[str]) -> dict[str, Any]:
+    """The settings without our handlers in flat lists (an event left empty goes too)."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return settings
+    for event in events:
+        entries = hooks.get(event)
+        if isinstance(entries, list):
+            kept = [entry for entry in entries if not is_ours(entry)]
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+    return settings
+
+
+def with_server(settings: dict[str, Any], key: str, server: dict[str, Any]) -> dict[str, Any]:
+    """Our MCP server entry under `key` (mcpServers, servers): one already there keeps what the
+    user added to it (its env, say)."""
+    servers = json_object(settings, key, key)
+    existing = servers.get(SERVER_NAME)
+    servers[SERVER_NAME] = {**existing, **server} if isinstance(existing, dict) else server
+    return settings
+
+
+def without_server(settings: dict[str, Any], key: str) -> dict[str, Any]:
+    """The settings without our MCP server entry (and without `key` when it held only ours)."""
+    servers = settings.get(key)
+    if isinstance(servers, dict) and SERVER_NAME in servers:
+        del servers[SERVER_NAME]
+        if not servers:
+            del settings[key]
     return settings

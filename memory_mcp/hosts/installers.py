@@ -6,9 +6,13 @@ from pathlib import Path
 from typing import Protocol
 
 from memory_mcp.hosts.claude_code.install import ClaudeCodeInstaller
+from memory_mcp.hosts.cline.install import ClineInstaller
 from memory_mcp.hosts.codex.install import CodexInstaller
+from memory_mcp.hosts.copilot.install import CopilotInstaller
+from memory_mcp.hosts.cursor.install import CursorInstaller
 from memory_mcp.hosts.gemini.install import GeminiInstaller
 from memory_mcp.hosts.settings_files import SettingsChange
+from memory_mcp.hosts.windsurf.install import WindsurfInstaller
 
 
 class HostInstaller(Protocol):
@@ -25,5 +29,15 @@ class HostInstaller(Protocol):
 
 
 INSTALLERS: dict[str, HostInstaller] = {
-    installer.name: installer for installer in (ClaudeCodeInstaller(), CodexInstaller(), GeminiInstaller())
+    installer.name: installer
+    for installer in (
+        ClaudeCodeInstaller(),
+        CodexInstaller(),
+        GeminiInstaller(),
+        CursorInstaller(),
+        CopilotInstaller("vscode"),
+        CopilotInstaller("copilot"),
+        ClineInstaller(),
+        WindsurfInstaller(),
+    )
 }

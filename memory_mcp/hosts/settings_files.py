@@ -1,10 +1,12 @@
 """Hosts' settings files, edited with care: our entries merged into the user's, everything else in
 them kept; a file that is changed is first copied aside; a file that is not valid JSON is never
-touched; installing twice changes nothing the second time.
+touched; installing twice changes nothing the second time. A dry run shows each change as the
+lines that differ, secrets in them hidden.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 import sys
@@ -16,18 +18,29 @@ from typing import Any
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
 from memory_mcp.base.settings import config_template
+from memory_mcp.memory.redaction import redact
 from memory_mcp.store.durable import atomic_write, ensure_directory
 
 
 @dataclass
 class SettingsChange:
-    """One file and what it holds after installing; `changed` is False when it already did."""
+    """One file and what it holds after the change: a JSON object, a script's text, or None for a
+    file removed. `changed` is False when it already held that; `before` is what it holds now."""
 
     path: Path
-    content: dict[str, Any]
+    content: dict[str, Any] | str | None
     changed: bool
-    ours: dict[str, Any]  # our entries alone: what a dry run shows (the rest may hold secrets)
+    before: dict[str, Any] | str | None
+    executable: bool = False  # a script the host runs
     backup: Path | None = None
+
+    def diff(self) -> list[str]:
+        """The lines that change, as a unified diff without context lines (the rest of a file may
+        hold the user's secrets), and each line shown with any secret in it hidden."""
+        lines = difflib.unified_diff(
+            _lines(self.before), _lines(self.content), str(self.path), str(self.path), n=0, lineterm=""
+        )
+        return [redact(line) for line in lines]
 
 
 def write_config_template(path: Path, replace: bool) -> Path:
@@ -57,21 +70,48 @@ def apply(changes: list[SettingsChange]) -> list[SettingsChange]:
         if not change.changed:
             continue
         target = change.path.resolve()
-        ensure_directory(target.parent)
         if target.exists():
             change.backup = target.with_name(f"{target.name}.{stamp}.bak")
             atomic_write(change.backup, target.read_bytes())
-        atomic_write(target, (json.dumps(change.content, indent=2, ensure_ascii=False) + "\n").encode())
+        if change.content is None:
+            target.unlink(missing_ok=True)
+            continue
+        ensure_directory(target.parent)
+        atomic_write(target, _text(change.content).encode())
+        if change.executable:
+            target.chmod(0o755)
     return changes
 
 
-def change_file(
-    path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]], ours: Callable[[dict[str, Any]], dict[str, Any]]
-) -> SettingsChange:
-    """What `merge` makes of the JSON object in `path` (nothing is written); `ours` picks our entries."""
+def change_file(path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]]) -> SettingsChange:
+    """What `merge` makes of the JSON object in `path` (nothing is written)."""
     current = read_object(path)
     merged = merge(json.loads(json.dumps(current)))
-    return SettingsChange(path, merged, changed=merged != current, ours=ours(merged))
+    return SettingsChange(path, merged, changed=merged != current, before=current if path.exists() else None)
+
+
+def change_script(path: Path, script: str | None, ours: Callable[[str], bool]) -> SettingsChange:
+    """The script at `path` made `script` (None: removed), when the one there is ours or there is
+    none; a script of the user's is never replaced (InvalidInput says which)."""
+    try:
+        current: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = None
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path} cannot be read ({exc}); move it, then try again") from None
+    if current is not None and not ours(current):
+        if script is None:
+            return SettingsChange(path, current, changed=False, before=current)  # not ours to remove
+        raise InvalidInput(f"{path} is a hook of your own; move it (or merge it by hand), then install again")
+    return SettingsChange(path, script, changed=script != current, before=current, executable=True)
+
+
+def _text(content: dict[str, Any] | str) -> str:
+    return content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+
+
+def _lines(content: dict[str, Any] | str | None) -> list[str]:
+    return [] if content is None else _text(content).splitlines()
 
 
 def read_object(path: Path) -> dict[str, Any]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -50,18 +49,23 @@ def uninstall(settings: Settings, args: argparse.Namespace) -> int:
 
 def _written(changes: list[SettingsChange], dry_run: bool, unchanged_because: str) -> bool:
     """Write the changes (each changed file copied aside first) and say so; or, on a dry run, show
-    what each file would hold of ours and write nothing. True when files were written."""
+    the lines each would change and write nothing. True when files were written."""
     if dry_run:
         for change in changes:
-            state = "would change" if change.changed else "unchanged"
-            print(f"# {change.path} ({state}): our entries\n{json.dumps(change.ours, indent=2, ensure_ascii=False)}")
+            if not change.changed:
+                print(f"# {change.path}: unchanged ({unchanged_because})")
+                continue
+            state = "would be removed" if change.content is None else "would change"
+            print(f"# {change.path}: {state}", *change.diff(), sep="\n")
         return False
     for change in settings_files.apply(changes):
-        if change.changed:
-            saved = f"; the old file is kept as {change.backup}" if change.backup else ""
-            print(f"updated {change.path}{saved}")
-        else:
+        saved = f"; the old file is kept as {change.backup}" if change.backup else ""
+        if not change.changed:
             print(f"unchanged {change.path} ({unchanged_because})")
+        elif change.content is None:
+            print(f"removed {change.path}{saved}")
+        else:
+            print(f"updated {change.path}{saved}")
     return True
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.hosts.hook_entries import SERVER_NAME, our_hooks, with_hooks, without_hooks
+from memory_mcp.hosts.hook_entries import SERVER_NAME, with_hooks, with_server, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
 
 
@@ -31,10 +31,8 @@ def claude_code_changes(
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        change_file(hooks_file, lambda settings: with_hooks(settings, command, options), our_hooks),
-        change_file(
-            home / ".claude.json", lambda state: _with_server(state, where, server), lambda s: _our_server(s, where)
-        ),
+        change_file(hooks_file, lambda settings: with_hooks(settings, command, options)),
+        change_file(home / ".claude.json", lambda state: _with_server(state, where, server)),
     ]
 
 
@@ -42,17 +40,8 @@ def _with_server(state: dict[str, Any], where: list[str], server: dict[str, Any]
     scope = state
     for key in where:
         scope = json_object(scope, key, "/".join(where[: where.index(key) + 1]))
-    servers = json_object(scope, "mcpServers", "mcpServers")
-    existing = servers.get(SERVER_NAME)
-    servers[SERVER_NAME] = {**existing, **server} if isinstance(existing, dict) else server  # keeps its env
+    with_server(scope, "mcpServers", server)
     return state
-
-
-def _our_server(state: dict[str, Any], where: list[str]) -> dict[str, Any]:
-    scope = state
-    for key in where:
-        scope = scope[key]
-    return {"mcpServers": {SERVER_NAME: scope["mcpServers"][SERVER_NAME]}}
 
 
 def claude_code_removal(home: Path, project: Path | None) -> list[SettingsChange]:
@@ -61,8 +50,8 @@ def claude_code_removal(home: Path, project: Path | None) -> list[SettingsChange
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        change_file(hooks_file, without_hooks, lambda settings: {}),
-        change_file(home / ".claude.json", lambda state: _without_server(state, where), lambda state: {}),
+        change_file(hooks_file, without_hooks),
+        change_file(home / ".claude.json", lambda state: _without_server(state, where)),
     ]
 
 

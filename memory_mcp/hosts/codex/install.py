@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_mcp.hosts.hook_entries import our_hooks, with_hooks, without_hooks
+from memory_mcp.hosts.hook_entries import with_hooks, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file
 
 HOST_FLAGS = ["--host", "codex"]  # Codex's payloads are recognised anyway; named, nothing is guessed
@@ -42,7 +42,7 @@ class CodexInstaller:
     ) -> list[SettingsChange]:
         options = ["--config", str(config.resolve())] if config is not None else []
         flags = [*HOST_FLAGS, *options]
-        return [change_file(hooks_file(home, project), lambda hooks: with_hooks(hooks, command, flags), our_hooks)]
+        return [change_file(hooks_file(home, project), lambda hooks: with_hooks(hooks, command, flags))]
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        return [change_file(hooks_file(home, project), without_hooks, lambda hooks: {})]
+        return [change_file(hooks_file(home, project), without_hooks)]

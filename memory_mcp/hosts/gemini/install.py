@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.hosts.hook_entries import OUR_HOOK, SERVER_NAME
+from memory_mcp.hosts.hook_entries import is_ours, with_server, without_server
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
 
 HOST_FLAGS = ["--host", "gemini"]  # Gemini's payloads are recognised anyway; named, nothing is guessed
@@ -35,10 +35,6 @@ or use /permissions trust; in scripts, GEMINI_CLI_TRUST_WORKSPACE=true. Start ge
 
 def settings_file(home: Path, project: Path | None) -> Path:
     return (home if project is None else project) / ".gemini" / "settings.json"
-
-
-def _ours(handler: Any) -> bool:
-    return isinstance(handler, dict) and bool(OUR_HOOK.search(str(handler.get("command", ""))))
 
 
 def _groups(hooks: dict[str, Any], event: str) -> list[Any]:
@@ -61,7 +57,9 @@ def _with_entries(settings: dict[str, Any], command: list[str], options: list[st
             "name": name,
             "command": shlex.join([*command, "hook", hook, *HOST_FLAGS, *options]),
         }
-        found = [(group, index) for group in groups for index, item in enumerate(group.get("hooks", [])) if _ours(item)]
+        found = [
+            (group, index) for group in groups for index, item in enumerate(group.get("hooks", [])) if is_ours(item)
+        ]
         if found:
             group, index = found[0]
             group["hooks"][index] = {**group["hooks"][index], **handler}  # keeps a timeout the user changed
@@ -70,19 +68,7 @@ def _with_entries(settings: dict[str, Any], command: list[str], options: list[st
         else:
             groups.append({"hooks": [{**handler, "timeout": timeout}]})
         hooks[event] = [group for group in groups if group.get("hooks")]
-    servers = json_object(settings, "mcpServers", "mcpServers")
-    server = {"command": command[0], "args": [*command[1:], *options]}
-    existing = servers.get(SERVER_NAME)
-    servers[SERVER_NAME] = {**existing, **server} if isinstance(existing, dict) else server  # keeps its env
-    return settings
-
-
-def _our_entries(settings: dict[str, Any]) -> dict[str, Any]:
-    hooks = {
-        event: [item for group in settings["hooks"].get(event, []) for item in group.get("hooks", []) if _ours(item)]
-        for event in HOOKS
-    }
-    return {"hooks": hooks, "mcpServers": {SERVER_NAME: settings["mcpServers"][SERVER_NAME]}}
+    return with_server(settings, "mcpServers", {"command": command[0], "args": [*command[1:], *options]})
 
 
 def _without_entries(settings: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +81,7 @@ def _without_entries(settings: dict[str, Any]) -> dict[str, Any]:
                 continue
             for group in groups:
                 if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                    group["hooks"] = [item for item in group["hooks"] if not _ours(item)]
+                    group["hooks"] = [item for item in group["hooks"] if not is_ours(item)]
             kept = [group for group in groups if not (isinstance(group, dict) and group.get("hooks") == [])]
             if kept:
                 hooks[event] = kept
@@ -103,12 +89,7 @@ def _without_entries(settings: dict[str, Any]) -> dict[str, Any]:
                 del hooks[event]
         if not hooks:
             del settings["hooks"]
-    servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        del servers[SERVER_NAME]
-        if not servers:
-            del settings["mcpServers"]
-    return settings
+    return without_server(settings, "mcpServers")
 
 
 class GeminiInstaller:
@@ -121,7 +102,7 @@ class GeminiInstaller:
         self, home: Path, project: Path | None, command: list[str], config: Path | None
     ) -> list[SettingsChange]:
         options = ["--config", str(config.resolve())] if config is not None else []
-        return [change_file(settings_file(home, project), lambda s: _with_entries(s, command, options), _our_entries)]
+        return [change_file(settings_file(home, project), lambda s: _with_entries(s, command, options))]
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        return [change_file(settings_file(home, project), _without_entries, lambda settings: {})]
+        return [change_file(settings_file(home, project), _without_entries)]

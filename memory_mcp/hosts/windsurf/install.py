@@ -1,0 +1,58 @@
+"""Setting memory-mcp up in Windsurf: Cascade's two hooks in hooks.json (~/.codeium/windsurf/ for
+the user, <project>/.windsurf/ for one project) and the MCP server in the user's mcp_config.json.
+
+Cascade's hooks cannot give the model anything (they answer by exit code), so the hooks store:
+pre_user_prompt keeps the prompt, post_cascade_response stores it with Cascade's response; recall
+in Windsurf is through the memory tools.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from memory_mcp.hosts.hook_entries import with_handlers, with_server, without_handlers, without_server
+from memory_mcp.hosts.settings_files import SettingsChange, change_file
+
+HOOKS = {"pre_user_prompt": "prompt", "post_cascade_response": "stop"}
+AFTER_INSTALL = """\
+Restart Windsurf to load the hooks. Cascade's hooks cannot add context: every exchange is
+remembered, and Cascade recalls through the memory tools."""
+
+
+def _hooks_file(home: Path, project: Path | None) -> Path:
+    return home / ".codeium" / "windsurf" / "hooks.json" if project is None else project / ".windsurf" / "hooks.json"
+
+
+def _servers_file(home: Path) -> Path:
+    return home / ".codeium" / "windsurf" / "mcp_config.json"
+
+
+class WindsurfInstaller:
+    """Windsurf: the two hooks in hooks.json, the server in the user's mcp_config.json."""
+
+    name = "windsurf"
+    after_install = AFTER_INSTALL
+
+    def changes(
+        self, home: Path, project: Path | None, command: list[str], config: Path | None
+    ) -> list[SettingsChange]:
+        options = ["--config", str(config.resolve())] if config is not None else []
+        handlers = {
+            event: {
+                "command": shlex.join([*command, "hook", hook, "--host", self.name, *options]),
+                "show_output": False,
+            }
+            for event, hook in HOOKS.items()
+        }
+        server = {"command": command[0], "args": [*command[1:], *options]}
+        return [
+            change_file(_hooks_file(home, project), lambda hooks: with_handlers(hooks, handlers)),
+            change_file(_servers_file(home), lambda servers: with_server(servers, "mcpServers", server)),
+        ]
+
+    def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
+        return [
+            change_file(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS))),
+            change_file(_servers_file(home), lambda servers: without_server(servers, "mcpServers")),
+        ]
