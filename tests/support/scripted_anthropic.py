@@ -9,11 +9,11 @@ body: what the model was actually sent, for the test to assert on.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from recording_server import Answer, RecordingServer
 
 
 @dataclass(frozen=True)
@@ -47,58 +47,21 @@ def last_tool_results(request: dict[str, Any]) -> list[str]:
 
 
 @dataclass
-class ScriptedAnthropic:
+class ScriptedAnthropic(RecordingServer):
     respond: Callable[[dict[str, Any]], Reply] = lambda request: "Done."
     requests: list[dict[str, Any]] = field(default_factory=list)
 
-    def start(self) -> ScriptedAnthropic:
-        scripted = self
+    # GET: probes Claude Code may make, answered with an empty object.
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # probes Claude Code may make: an empty answer
-                self._send(200, "application/json", b"{}")
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                if "count_tokens" in self.path:
-                    self._send(200, "application/json", json.dumps({"input_tokens": 100}).encode())
-                    return
-                scripted.requests.append(body)
-                reply = scripted.respond(body)
-                model = str(body.get("model", "claude"))
-                if body.get("stream"):
-                    self._send(200, "text/event-stream", _stream(reply, model, len(scripted.requests)))
-                else:
-                    self._send(
-                        200, "application/json", json.dumps(_message(reply, model, len(scripted.requests))).encode()
-                    )
-
-            def _send(self, status: int, kind: str, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def answer_post(self, path: str, body: dict[str, Any]) -> Answer:
+        if "count_tokens" in path:
+            return "application/json", json.dumps({"input_tokens": 100}).encode()
+        self.requests.append(body)
+        reply = self.respond(body)
+        model = str(body.get("model", "claude"))
+        if body.get("stream"):
+            return "text/event-stream", _stream(reply, model, len(self.requests))
+        return "application/json", json.dumps(_message(reply, model, len(self.requests))).encode()
 
 
 def _content(reply: Reply, number: int) -> tuple[list[dict[str, Any]], str]:

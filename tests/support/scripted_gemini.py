@@ -10,11 +10,11 @@ request's body: what the model was actually sent, for the test to assert on.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from recording_server import Answer, RecordingServer
 
 USAGE = {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110}
 
@@ -31,55 +31,20 @@ def user_texts(request: dict[str, Any]) -> list[str]:
 
 
 @dataclass
-class ScriptedGemini:
+class ScriptedGemini(RecordingServer):
     respond: Callable[[dict[str, Any]], str] = lambda request: "Done."
     requests: list[dict[str, Any]] = field(default_factory=list)
 
-    def start(self) -> ScriptedGemini:
-        scripted = self
+    # GET: probes Gemini CLI may make, answered with an empty object.
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # probes Gemini CLI may make: an empty answer
-                self._send("application/json", b"{}")
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                if ":countTokens" in self.path:
-                    self._send("application/json", json.dumps({"totalTokens": 100}).encode())
-                    return
-                scripted.requests.append(body)
-                answer = _answer(scripted.respond(body))
-                if ":streamGenerateContent" in self.path:
-                    self._send("text/event-stream", f"data: {json.dumps(answer)}\r\n\r\n".encode())
-                else:
-                    self._send("application/json", json.dumps(answer).encode())
-
-            def _send(self, kind: str, payload: bytes) -> None:
-                self.send_response(200)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def answer_post(self, path: str, body: dict[str, Any]) -> Answer:
+        if ":countTokens" in path:
+            return "application/json", json.dumps({"totalTokens": 100}).encode()
+        self.requests.append(body)
+        answer = _answer(self.respond(body))
+        if ":streamGenerateContent" in path:
+            return "text/event-stream", f"data: {json.dumps(answer)}\r\n\r\n".encode()
+        return "application/json", json.dumps(answer).encode()
 
 
 def _answer(text: str) -> dict[str, Any]:

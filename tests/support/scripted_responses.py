@@ -9,11 +9,11 @@ each request's body: what the model was actually sent, for the test to assert on
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from recording_server import Answer, RecordingServer
 
 
 def input_texts(request: dict[str, Any], role: str | None = None) -> list[str]:
@@ -28,49 +28,19 @@ def input_texts(request: dict[str, Any], role: str | None = None) -> list[str]:
 
 
 @dataclass
-class ScriptedResponses:
+class ScriptedResponses(RecordingServer):
     respond: Callable[[dict[str, Any]], str] = lambda request: "Done."
     requests: list[dict[str, Any]] = field(default_factory=list)
 
-    def start(self) -> ScriptedResponses:
-        scripted = self
+    url_path = "/v1"
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def answer_get(self, path: str) -> Answer:  # probes Codex may make (a model list): an empty one
+        return "application/json", json.dumps({"object": "list", "data": []}).encode()
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # probes Codex may make (a model list): an empty one
-                self._send(200, "application/json", json.dumps({"object": "list", "data": []}).encode())
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                scripted.requests.append(body)
-                reply = scripted.respond(body)
-                self._send(200, "text/event-stream", _stream(reply, len(scripted.requests)))
-
-            def _send(self, status: int, kind: str, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def answer_post(self, path: str, body: dict[str, Any]) -> Answer:
+        self.requests.append(body)
+        reply = self.respond(body)
+        return "text/event-stream", _stream(reply, len(self.requests))
 
 
 def _stream(reply: str, number: int) -> bytes:
