@@ -34,8 +34,12 @@ def _hooks_file(home: Path, project: Path | None) -> Path:
 
 def _servers(name: str, home: Path, project: Path | None) -> tuple[Path, str, dict[str, object]] | None:
     """Where the host reads the MCP server from, under which key, with what else the entry needs."""
-    if name == "copilot":
-        return home / ".copilot" / "mcp-config.json", "mcpServers", {"type": "local", "tools": ["*"]}
+    if name == "copilot":  # Copilot CLI reads servers for the user only: a project install leaves them be
+        return (
+            (home / ".copilot" / "mcp-config.json", "mcpServers", {"type": "local", "tools": ["*"]})
+            if project is None
+            else None
+        )
     if project is not None:
         return project / ".vscode" / "mcp.json", "servers", {"type": "stdio"}
     return None  # VS Code's user settings live in a profile: `code --add-mcp` writes them

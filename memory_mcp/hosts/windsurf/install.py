@@ -1,5 +1,6 @@
 """Setting memory-mcp up in Windsurf: Cascade's two hooks in hooks.json (~/.codeium/windsurf/ for
-the user, <project>/.windsurf/ for one project) and the MCP server in the user's mcp_config.json.
+the user, <project>/.windsurf/ for one project) and, for the user, the MCP server in mcp_config.json
+(Windsurf reads servers for the user only: a project install leaves them be).
 
 Cascade's hooks cannot give the model anything (they answer by exit code), so the hooks store:
 pre_user_prompt keeps the prompt, post_cascade_response stores it with Cascade's response; recall
@@ -29,7 +30,7 @@ def _servers_file(home: Path) -> Path:
 
 
 class WindsurfInstaller:
-    """Windsurf: the two hooks in hooks.json, the server in the user's mcp_config.json."""
+    """Windsurf: the two hooks in hooks.json; for the user, the server in mcp_config.json."""
 
     name = "windsurf"
     after_install = AFTER_INSTALL
@@ -46,13 +47,13 @@ class WindsurfInstaller:
             for event, hook in HOOKS.items()
         }
         server = {"command": command[0], "args": [*command[1:], *options]}
-        return [
-            change_file(_hooks_file(home, project), lambda hooks: with_handlers(hooks, handlers)),
-            change_file(_servers_file(home), lambda servers: with_server(servers, "mcpServers", server)),
-        ]
+        changes = [change_file(_hooks_file(home, project), lambda hooks: with_handlers(hooks, handlers))]
+        if project is None:
+            changes.append(change_file(_servers_file(home), lambda servers: with_server(servers, "mcpServers", server)))
+        return changes
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        return [
-            change_file(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS))),
-            change_file(_servers_file(home), lambda servers: without_server(servers, "mcpServers")),
-        ]
+        changes = [change_file(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS)))]
+        if project is None:
+            changes.append(change_file(_servers_file(home), lambda servers: without_server(servers, "mcpServers")))
+        return changes

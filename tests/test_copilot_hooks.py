@@ -1,0 +1,146 @@
+"""Copilot CLI's and VS Code's hooks through the real `memory-mcp hook` command, with payloads and a
+session log in the shapes Copilot CLI 1.0.102 writes (captured from it; VS Code's agent is
+documented to send its camelCase fields and keep the same kind of log): the session's digest at
+its start in each host's answer shape, every finished exchange of the log stored once at the stop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from command_line import Outcome
+from hook_calls import hook, stored
+
+pytestmark = pytest.mark.integration
+
+TOLD = "Our API returns money as integer cents, never floats."
+REPLY = "Understood: amounts are integer cents throughout."
+
+
+class SessionLog:
+    """A session's events.jsonl as Copilot writes it: each prompt, the agent's messages on the way
+    (a tool call between them), its final answer."""
+
+    def __init__(self, folder: Path, session_id: str) -> None:
+        self.path = folder / "session-state" / session_id / "events.jsonl"
+        self.path.parent.mkdir(parents=True)
+        self.session_id, self.turns = session_id, 0
+        self._write("session.start", {"sessionId": session_id, "copilotVersion": "1.0.102"})
+
+    def _write(self, kind: str, data: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as log:
+            log.write(
+                json.dumps(
+                    {"type": kind, "data": data, "id": f"e{self.turns}", "timestamp": "2026-11-27T12:04:50.676Z"}
+                )
+                + "\n"
+            )
+
+    def turn(self, prompt: str, reply: str) -> None:
+        self.turns += 1
+        message = f"m-{self.turns}"
+        self._write(
+            "user.message",
+            {"content": prompt, "transformedContent": f"<current_datetime/>\n\n{prompt}", "messageId": message},
+        )
+        self._write(
+            "assistant.message", {"messageId": f"a-{self.turns}", "content": "", "toolRequests": [{"name": "view"}]}
+        )
+        self._write("tool.execution_complete", {"toolCallId": "t1", "success": True})
+        self._write("assistant.message", {"messageId": f"b-{self.turns}", "content": reply, "toolRequests": []})
+        self._write("assistant.turn_end", {"turnId": str(self.turns - 1)})
+
+
+COPILOT = {"COPILOT_CLI": "1", "COPILOT_HOOK_DIR": "/home/dev/.copilot/hooks"}
+
+
+def copilot_stop(log: SessionLog, shop: Path, camel: bool = True) -> dict[str, Any]:
+    if camel:  # agentStop
+        return {
+            "sessionId": log.session_id,
+            "timestamp": 1795781090821,
+            "cwd": str(shop),
+            "transcriptPath": str(log.path),
+            "stopReason": "end_turn",
+            "stop_hook_active": False,
+        }
+    return {
+        "hook_event_name": "Stop",
+        "session_id": log.session_id,
+        "timestamp": "2026-11-27T12:04:50.821Z",
+        "cwd": str(shop),
+        "transcript_path": str(log.path),
+        "stop_reason": "end_turn",
+        "stop_hook_active": False,
+    }
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    folder = tmp_path / "code" / "payments"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_copilot_stores_each_finished_exchange_once_and_starts_the_next_session_with_it(
+    home: Path, shop: Path, tmp_path: Path
+) -> None:
+    log = SessionLog(tmp_path / ".copilot", "6b03532d-5211-4483-b04a-6b3fffe7d342")
+    log.turn(TOLD, REPLY)
+    assert hook(home, "stop", copilot_stop(log, shop), env=COPILOT) == Outcome(0, "", "")
+    assert stored(home) == [(TOLD, REPLY, log.session_id)], "the final answer, not the message before the tool call"
+    log.turn("And currencies?", "ISO 4217 codes, upper case.")
+    for camel in (True, False):  # agentStop, and Stop as the VS Code-named hook gets it
+        assert hook(home, "stop", copilot_stop(log, shop, camel), env=COPILOT) == Outcome(0, "", "")
+    assert [exchange[0] for exchange in stored(home)] == [TOLD, "And currencies?"], "each stored once"
+
+    start = {
+        "sessionId": "next-session",
+        "timestamp": 1795781089962,
+        "cwd": str(shop),
+        "source": "new",
+        "initialPrompt": "hi",
+    }
+    answer = hook(home, "session-start", start, env=COPILOT)
+    assert (answer.code, answer.stderr) == (0, "")
+    context = json.loads(answer.stdout)
+    assert list(context) == ["additionalContext"], "Copilot reads the top-level field only"
+    assert context["additionalContext"].startswith("<memory>") and TOLD in context["additionalContext"]
+
+
+def test_a_continued_stop_leaves_the_newest_reply_for_the_final_one(home: Path, shop: Path, tmp_path: Path) -> None:
+    log = SessionLog(tmp_path / ".copilot", "s-continued")
+    log.turn(TOLD, "Working on it")
+    hook(home, "stop", {**copilot_stop(log, shop), "stop_hook_active": True}, env=COPILOT)
+    assert stored(home) == []
+    hook(home, "stop", copilot_stop(log, shop), env=COPILOT)
+    assert stored(home) == [(TOLD, "Working on it", "s-continued")]
+
+
+def test_vscode_starts_sessions_with_memory_and_stores_at_stop(home: Path, shop: Path, tmp_path: Path) -> None:
+    log = SessionLog(tmp_path / "vscode", "vs-session-1")
+    log.turn(TOLD, REPLY)
+    common = {
+        "timestamp": "2026-11-27T12:00:00.000Z",
+        "cwd": str(shop),
+        "sessionId": log.session_id,
+        "transcript_path": str(log.path),
+    }
+    assert hook(home, "stop", {**common, "hookEventName": "Stop", "stop_hook_active": False}) == Outcome(0, "", "")
+    assert stored(home) == [(TOLD, REPLY, log.session_id)]
+
+    prompt = {
+        **common,
+        "sessionId": "vs-session-2",
+        "hookEventName": "UserPromptSubmit",
+        "prompt": "How are amounts kept?",
+    }
+    assert hook(home, "prompt", prompt) == Outcome(0, "", ""), "VS Code's prompt hook cannot inject"
+    start = hook(
+        home, "session-start", {**common, "sessionId": "vs-session-2", "hookEventName": "SessionStart", "source": "new"}
+    )
+    answer = json.loads(start.stdout)
+    assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert TOLD in answer["hookSpecificOutput"]["additionalContext"]
