@@ -5,6 +5,8 @@ hooks.json, everything else in it kept, idempotent, undone exactly."""
 from __future__ import annotations
 
 import json
+import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -160,12 +162,26 @@ USERS_HOOKS: dict[str, Any] = {
 }
 
 
+USERS_CONFIG = """\
+# mine
+model = "gpt-5.5"  # the model I use
+
+[mcp_servers.acme]
+command = "npx"
+env = { GITHUB_TOKEN = "ghp_x1Y2x1Y2x1Y2x1Y2x1Y2x1Y2x1Y2x1Y2x1Y2" }
+
+[hooks.state."/home/dev/.codex/hooks.json:stop:0:0"]
+trusted_hash = "sha256:13e3ec12"
+"""
+
+
 def test_install_adds_our_three_hooks_keeps_the_users_and_uninstall_takes_out_exactly_ours(
     home: Path, codex_home: Path
 ) -> None:
     codex_home.mkdir(parents=True)
-    hooks_file = codex_home / "hooks.json"
+    hooks_file, config_file = codex_home / "hooks.json", codex_home / "config.toml"
     hooks_file.write_text(json.dumps(USERS_HOOKS), encoding="utf-8")
+    config_file.write_text(USERS_CONFIG, encoding="utf-8")
     user = {"HOME": str(codex_home.parent)}
 
     dry = cli(home, "install", "codex", "--dry-run", env=user)
@@ -173,7 +189,13 @@ def test_install_adds_our_three_hooks_keeps_the_users_and_uninstall_takes_out_ex
 
     installed = cli(home, "install", "codex", env=user)
     assert installed.code == 0, installed.stderr
-    assert "/hooks" in installed.stdout and "codex mcp add memory-mcp" in installed.stdout
+    assert "/hooks" in installed.stdout, "how to trust the hooks"
+    config = tomllib.loads(config_file.read_text(encoding="utf-8"))
+    assert config["model"] == "gpt-5.5" and config["hooks"] == tomllib.loads(USERS_CONFIG)["hooks"]
+    assert sorted(config["mcp_servers"]) == ["acme", "memory-mcp"]
+    server = config["mcp_servers"]["memory-mcp"]
+    assert commands_run(server["command"], server["args"])
+    assert config_file.read_text(encoding="utf-8").startswith('# mine\nmodel = "gpt-5.5"  # the model I use\n')
     hooks = json.loads(hooks_file.read_text())["hooks"]
     commands = {event: [h["command"] for group in hooks[event] for h in group["hooks"]] for event in hooks}
     assert commands["PreToolUse"] == ["audit-bash"] and commands["Stop"][0] == "notify-send done"
@@ -188,6 +210,13 @@ def test_install_adds_our_three_hooks_keeps_the_users_and_uninstall_takes_out_ex
     removed = cli(home, "uninstall", "codex", env=user)
     assert removed.code == 0, removed.stderr
     assert json.loads(hooks_file.read_text()) == USERS_HOOKS
+    assert config_file.read_text(encoding="utf-8") == USERS_CONFIG, "comments, layout and trust kept to the byte"
+
+
+def commands_run(command: str, args: list[str]) -> bool:
+    """Whether the server's command line, as written, starts memory-mcp (its --version answers)."""
+    ran = subprocess.run([command, *args, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return ran.returncode == 0 and "memory-mcp" in ran.stdout
 
 
 def test_install_for_a_project_writes_its_own_hooks_file(home: Path, tmp_path: Path) -> None:

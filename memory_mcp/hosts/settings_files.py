@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+import tomlkit.exceptions
+
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
 from memory_mcp.base.settings import config_template
@@ -88,6 +91,19 @@ def change_file(path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]]) -
     current = read_object(path)
     merged = merge(json.loads(json.dumps(current)))
     return SettingsChange(path, merged, changed=merged != current, before=current if path.exists() else None)
+
+
+def change_toml(path: Path, edit: Callable[[tomlkit.TOMLDocument], None]) -> SettingsChange:
+    """What `edit` makes of the TOML file at `path`, its comments and layout kept (nothing is
+    written); a file that is not valid TOML is never touched (InvalidInput says why)."""
+    try:
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        document = tomlkit.parse(current or "")
+    except (OSError, ValueError, tomlkit.exceptions.TOMLKitError) as exc:
+        raise InvalidInput(f"{path} cannot be read as TOML ({exc}); fix or move it, then install again") from None
+    edit(document)
+    edited = tomlkit.dumps(document)
+    return SettingsChange(path, edited, changed=edited != (current or ""), before=current)
 
 
 def change_script(path: Path, script: str | None, ours: Callable[[str], bool]) -> SettingsChange:
