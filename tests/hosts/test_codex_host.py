@@ -7,17 +7,14 @@ Codex runs a hook only once the user has trusted it (/hooks in its TUI); `codex 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from command_line import cli
-from host_clis import CODEX, host_command
+from host_clis import CODEX, HostCli, installed_in_home
 from scripted_responses import ScriptedResponses, input_texts
 
 from memory_mcp.base.settings import Settings
@@ -41,40 +38,17 @@ env_key = "SCRIPTED_API_KEY"
 
 
 @dataclass
-class Codex:
+class Codex(HostCli):
     """Codex installed with memory-mcp (`memory-mcp install codex`) in a home of its own."""
 
-    executable: Path
-    user_home: Path
-    memory_home: Path
     api: ScriptedResponses
 
-    def project(self, name: str) -> Path:
-        folder = self.user_home / "code" / name
-        (folder / ".git").mkdir(parents=True, exist_ok=True)
-        return folder
+    def environment(self) -> dict[str, str]:
+        return super().environment() | {"SCRIPTED_API_KEY": "not-a-key"}
 
     def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
         """`codex exec PROMPT` in `project`; the requests the model was sent meanwhile."""
-        before = len(self.api.requests)
-        environment = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.user_home),
-            "MEMORY_MCP_HOME": str(self.memory_home),
-            "SCRIPTED_API_KEY": "not-a-key",
-        }
-        done = subprocess.run(
-            [str(self.executable), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", prompt],
-            cwd=project,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return self.api.requests[before:]
+        return self.run_cli(["exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", prompt], project)
 
 
 def developer_blocks(requests: list[dict[str, Any]]) -> list[str]:
@@ -96,11 +70,7 @@ def stored_exchanges(home: Path) -> list[tuple[str, str, str | None]]:
 
 @pytest.fixture
 def codex(tmp_path: Path, home: Path) -> Iterator[Codex]:
-    executable = host_command(CODEX)
-    user_home = tmp_path / "user"
-    user_home.mkdir()
-    installed = cli(home, "install", "codex", env={"HOME": str(user_home)})
-    assert installed.code == 0, installed.stderr
+    executable, user_home = installed_in_home(CODEX, "codex", tmp_path, home)
     api = ScriptedResponses(respond=lambda request: "Noted: pnpm it is, and vitest for the tests.").start()
     (user_home / ".codex" / "config.toml").write_text(PROVIDER.format(base_url=api.base_url), encoding="utf-8")
     try:

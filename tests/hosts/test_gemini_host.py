@@ -9,16 +9,13 @@ No network, no key.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from command_line import cli
-from host_clis import GEMINI, host_command
+from host_clis import GEMINI, HostCli, installed_in_home
 from scripted_gemini import ScriptedGemini, user_texts
 
 from memory_mcp.base.settings import Settings
@@ -33,43 +30,22 @@ USERS_SETTINGS = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "ui"
 
 
 @dataclass
-class GeminiCli:
+class GeminiCli(HostCli):
     """Gemini CLI with memory-mcp installed in a home of its own."""
 
-    executable: Path
-    user_home: Path
-    memory_home: Path
     api: ScriptedGemini
 
-    def project(self, name: str) -> Path:
-        folder = self.user_home / "code" / name
-        (folder / ".git").mkdir(parents=True, exist_ok=True)
-        return folder
-
-    def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
-        """`gemini -m MODEL -p PROMPT` in `project`; the requests the model was sent meanwhile."""
-        before = len(self.api.requests)
-        environment = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.user_home),
+    def environment(self) -> dict[str, str]:
+        return super().environment() | {
             "GEMINI_CLI_HOME": str(self.user_home),
-            "MEMORY_MCP_HOME": str(self.memory_home),
             "GOOGLE_GEMINI_BASE_URL": self.api.base_url,
             "GEMINI_API_KEY": "test-not-a-key",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",  # hooks run only in a trusted folder
         }
-        done = subprocess.run(
-            [str(self.executable), "-m", MODEL, "-p", prompt],
-            cwd=project,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return self.api.requests[before:]
+
+    def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
+        """`gemini -m MODEL -p PROMPT` in `project`; the requests the model was sent meanwhile."""
+        return self.run_cli(["-m", MODEL, "-p", prompt], project)
 
     def stored(self) -> list[tuple[str, str, str | None]]:
         service = MemoryService(Settings(data_storage_path=self.memory_home))
@@ -92,12 +68,8 @@ def hook_contexts(requests: list[dict[str, Any]]) -> list[str]:
 
 @pytest.fixture
 def gemini(tmp_path: Path, home: Path) -> Iterator[GeminiCli]:
-    executable = host_command(GEMINI)
-    user_home = tmp_path / "user"
-    (user_home / ".gemini").mkdir(parents=True)
-    (user_home / ".gemini" / "settings.json").write_text(json.dumps(USERS_SETTINGS), encoding="utf-8")
-    installed = cli(home, "install", "gemini", env={"HOME": str(user_home)})
-    assert installed.code == 0, installed.stderr
+    settings = {".gemini/settings.json": json.dumps(USERS_SETTINGS)}
+    executable, user_home = installed_in_home(GEMINI, "gemini", tmp_path, home, files=settings)
     api = ScriptedGemini(respond=lambda request: "Noted.").start()
     try:
         yield GeminiCli(executable, user_home, home, api)

@@ -2,7 +2,8 @@
 
 Each is installed once into `.hosts/` of the project (ignored by git) with the machine's npm;
 tests skip when that cannot be done, or fail with the reason when MEMORY_MCP_REQUIRE_HOSTS=1
-(as CI sets it).
+(as CI sets it). `installed_in_home` installs memory-mcp into a host in a home of its own, and
+`HostCli` runs it there against a scripted model API.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from command_line import cli
 from project import PROJECT_ROOT
 
 HOSTS_FOLDER = PROJECT_ROOT / ".hosts"
@@ -53,3 +58,57 @@ def _install(package: str, version: str, prefix: Path) -> str | None:
         check=False,
     )
     return None if done.returncode == 0 else f"npm install failed: {done.stderr.strip()[-500:]}"
+
+
+def installed_in_home(
+    host: tuple[str, str, str], name: str, tmp_path: Path, memory_home: Path, files: Mapping[str, str] = {}
+) -> tuple[Path, Path]:
+    """The pinned host CLI's executable, and a user home of its own (`tmp_path/user`) in which
+    `memory-mcp install NAME` has run, with `files` (the user's own settings, by path in the home)
+    written there before."""
+    executable = host_command(host)
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    for relative, text in files.items():
+        (user_home / relative).parent.mkdir(parents=True, exist_ok=True)
+        (user_home / relative).write_text(text, encoding="utf-8")
+    installed = cli(memory_home, "install", name, env={"HOME": str(user_home)})
+    assert installed.code == 0, installed.stderr
+    return executable, user_home
+
+
+@dataclass
+class HostCli:
+    """A host CLI with memory-mcp installed in a home of its own, its model a scripted API that
+    records each request (`api.requests`)."""
+
+    executable: Path
+    user_home: Path
+    memory_home: Path
+    api: Any
+
+    def project(self, name: str) -> Path:
+        folder = self.user_home / "code" / name
+        (folder / ".git").mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def environment(self) -> dict[str, str]:
+        """What the CLI runs with: this home and memory's; a host adds how it reaches the API."""
+        return {"PATH": os.environ["PATH"], "HOME": str(self.user_home), "MEMORY_MCP_HOME": str(self.memory_home)}
+
+    def run_cli(self, arguments: Sequence[str], project: Path) -> list[dict[str, Any]]:
+        """The CLI with `arguments` in `project`, no input; the requests the model was sent meanwhile."""
+        before = len(self.api.requests)
+        done = subprocess.run(
+            [str(self.executable), *arguments],
+            cwd=project,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        sent: list[dict[str, Any]] = self.api.requests[before:]
+        return sent
