@@ -16,6 +16,7 @@ from project import PROJECT_ROOT
 from stdio_helpers import connect_command, ok, run
 
 from memory_mcp.base.settings import Settings, load_settings
+from memory_mcp.hosts.installers import INSTALLERS
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +46,31 @@ def command_lines() -> list[list[str]]:
 
 
 def test_the_readme_has_a_snippet_for_each_host() -> None:
-    assert [heading for heading, _ in json_snippets()] == ["Claude Desktop (one-click bundle)", "Cursor", "VS Code"]
+    assert [heading for heading, _ in json_snippets()] == ["Claude Desktop (one-click bundle)"]
     assert [line[:3] for line in command_lines()] == [
         [INSTALLED, "install", "claude-code"],
         [INSTALLED, "uninstall", "claude-code"],
         ["claude", "mcp", "add"],
     ]
+
+
+def test_every_host_install_knows_has_a_readme_block_with_its_install_and_undo() -> None:
+    """Each block's line `memory-mcp install NAME  # ... or OTHER ...; `uninstall NAME` (or OTHER) ...`."""
+    lines = re.findall(r"^memory-mcp install ([a-z-]+) .*#(.*)$", host_section(), re.MULTILINE)
+    named = {name: comment for name, comment in lines}
+    for comment in named.copy().values():
+        for other in re.findall(r"\bor ([a-z-]+);", comment):
+            named[other] = comment
+    assert sorted(named) == sorted(set(INSTALLERS) - {"claude-code"}), "claude-code's block names this checkout's path"
+    for name, comment in named.items():
+        assert f"uninstall {name}" in comment or f"(or {name})" in comment, f"{name}: how to undo it"
+
+
+@pytest.mark.parametrize("host", sorted(INSTALLERS))
+def test_each_hosts_install_line_runs(host: str, tmp_path: Path) -> None:
+    outcome = cli(tmp_path / "data", "install", host, "--dry-run", env={"HOME": str(tmp_path)})
+    assert outcome.code == 0 and "would change" in outcome.stdout, outcome.stderr
+    assert [path for path in tmp_path.rglob("*") if path.is_file()] == [], "a dry run writes nothing"
 
 
 async def _remember_and_recall(command: list[str], user_home: Path) -> tuple[dict[str, Any], dict[str, Any]]:
