@@ -7,9 +7,7 @@ it did not. No network, no key.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 from command_line import cli
 from host_clis import CLAUDE_CODE, host_command
+from memory_blocks import blocks
 from scripted_anthropic import Reply, ScriptedAnthropic, ToolCall, last_tool_results
 
 from memory_mcp.base.settings import Settings
@@ -28,31 +27,7 @@ from memory_mcp.service.memory_service import MemoryService
 
 pytestmark = pytest.mark.integration
 
-BLOCK = re.compile(r"<memory>\n.*?\n</memory>", re.DOTALL)
 RETRIEVE = "mcp__memory-mcp__retrieve_memory"
-
-
-def texts(value: Any) -> Iterator[str]:
-    """Every string in a request body."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from texts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from texts(item)
-
-
-def blocks(request: dict[str, Any], after_prompt: str | None = None) -> list[str]:
-    """The <memory> blocks a request carries (in its system prompt and messages); with
-    `after_prompt`, only those after the last user message saying it (what that prompt brought)."""
-    messages = request.get("messages") or []
-    if after_prompt is not None:
-        said = [n for n, m in enumerate(messages) if m.get("role") == "user" and after_prompt in json.dumps(m)]
-        messages = messages[said[-1] :] if said else []
-        return [found for text in texts(messages) for found in BLOCK.findall(text)]
-    return [found for text in texts([request.get("system"), messages]) for found in BLOCK.findall(text)]
 
 
 @dataclass

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from host_clis import CLAUDE_CODE, host_command
+from memory_blocks import blocks
 from project import PROJECT_ROOT, network_environment
 from scripted_anthropic import ScriptedAnthropic
-from test_claude_code_host import blocks
 
 import memory_mcp
 

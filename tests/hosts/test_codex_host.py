@@ -7,7 +7,6 @@ Codex runs a hook only once the user has trusted it (/hooks in its TUI); `codex 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from host_clis import CODEX, HostCli, installed_in_home
+from memory_blocks import BLOCK
 from scripted_responses import ScriptedResponses, input_texts
 
 from memory_mcp.base.settings import Settings
@@ -24,7 +24,6 @@ from memory_mcp.store import Scope
 
 pytestmark = pytest.mark.integration
 
-BLOCK = re.compile(r"<memory>\n.*?\n</memory>", re.DOTALL)
 PROVIDER = """\
 model = "scripted-model"
 model_provider = "scripted"
