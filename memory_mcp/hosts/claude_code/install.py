@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.hosts.hook_entries import SERVER_NAME, with_hooks, with_server, without_hooks
+from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, with_server, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
 
 
@@ -26,7 +26,7 @@ def claude_code_changes(
     For the user: ~/.claude/settings.json and ~/.claude.json. For one project: its
     .claude/settings.local.json and the project's entry in ~/.claude.json, both private to this
     user, since the command lines hold paths of this machine (a teammate's would differ)."""
-    options = ["--config", str(config.resolve())] if config is not None else []
+    options = config_options(config)
     server = {"type": "stdio", "command": command[0], "args": [*command[1:], *options]}
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]

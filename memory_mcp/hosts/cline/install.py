@@ -8,9 +8,9 @@ result. A script of the user's own under either name is never replaced.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
+from memory_mcp.hosts.hook_entries import config_options, hook_command
 from memory_mcp.hosts.settings_files import SettingsChange, change_script
 
 HOOKS = {"UserPromptSubmit": "prompt", "TaskComplete": "stop"}
@@ -31,7 +31,7 @@ def _ours(script: str) -> bool:
 def _script(command: list[str], hook: str, options: list[str]) -> str:
     return (
         f"#!/bin/sh\n{MARK} {hook} (memory-mcp uninstall cline removes this file)\n"
-        f"exec {shlex.join([*command, 'hook', hook, '--host', 'cline', *options])}\n"
+        f"exec {hook_command(command, hook, ['--host', 'cline', *options])}\n"
     )
 
 
@@ -44,7 +44,7 @@ class ClineInstaller:
     def changes(
         self, home: Path, project: Path | None, command: list[str], config: Path | None
     ) -> list[SettingsChange]:
-        options = ["--config", str(config.resolve())] if config is not None else []
+        options = config_options(config)
         folder = _folder(home, project)
         return [change_script(folder / event, _script(command, hook, options), _ours) for event, hook in HOOKS.items()]
 

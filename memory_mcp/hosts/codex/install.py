@@ -18,7 +18,7 @@ from pathlib import Path
 
 import tomlkit
 
-from memory_mcp.hosts.hook_entries import SERVER_NAME, with_hooks, without_hooks
+from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, change_toml
 
 HOST_FLAGS = ["--host", "codex"]  # Codex's payloads are recognised anyway; named, nothing is guessed
@@ -67,7 +67,7 @@ class CodexInstaller:
     def changes(
         self, home: Path, project: Path | None, command: list[str], config: Path | None
     ) -> list[SettingsChange]:
-        options = ["--config", str(config.resolve())] if config is not None else []
+        options = config_options(config)
         flags = [*HOST_FLAGS, *options]
         return [
             change_file(hooks_file(home, project), lambda hooks: with_hooks(hooks, command, flags)),

@@ -9,10 +9,16 @@ it: Copilot CLI's ~/.copilot/mcp-config.json; VS Code's <project>/.vscode/mcp.js
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-from memory_mcp.hosts.hook_entries import with_handlers, with_server, without_handlers, without_server
+from memory_mcp.hosts.hook_entries import (
+    config_options,
+    flat_handlers,
+    with_handlers,
+    with_server,
+    without_handlers,
+    without_server,
+)
 from memory_mcp.hosts.settings_files import SettingsChange, change_file
 
 HOOKS = {"SessionStart": "session-start", "Stop": "stop"}
@@ -55,11 +61,8 @@ class CopilotInstaller:
     def changes(
         self, home: Path, project: Path | None, command: list[str], config: Path | None
     ) -> list[SettingsChange]:
-        options = ["--config", str(config.resolve())] if config is not None else []
-        handlers = {
-            event: {"type": "command", "command": shlex.join([*command, "hook", hook, *options])}
-            for event, hook in HOOKS.items()
-        }
+        options = config_options(config)
+        handlers = flat_handlers(HOOKS, command, options, type="command")
         changes = [
             change_file(_hooks_file(home, project), lambda hooks: with_handlers({"version": 1, **hooks}, handlers))
         ]

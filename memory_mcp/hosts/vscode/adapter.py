@@ -16,28 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from memory_mcp.hosts.claude_code.transcript import session_exchanges
-from memory_mcp.hosts.copilot.adapter import log_exchanges, read_event
+from memory_mcp.hosts.copilot.adapter import Copilot, log_exchanges
 from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
 
-MAX_CONTEXT_CHARS = 10_000  # as in Claude Code, whose settings files VS Code also reads
 EVENT_NAMES: dict[HookEvent, str] = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 
 
-class VSCode:
+class VSCode(Copilot):
     """VS Code: the session's digest at its start; at Stop, the exchanges of its transcript not
-    stored yet."""
+    stored yet. Its agent is Copilot's: the payload is read, and the log kept, the same way."""
 
     name = "vscode"
-    max_context_chars = MAX_CONTEXT_CHARS
-    injects: frozenset[HookEvent] = frozenset({"session-start"})
-    keeps_prompts = False
 
     def recognises(self, payload: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
         return "hookEventName" in payload  # VS Code's camelCase; the other hosts say hook_event_name
-
-    def read(self, event: HookEvent, payload: Mapping[str, Any]) -> HostEvent:
-        return read_event(payload)
 
     def answer(self, event: HookEvent, context: str) -> str:
         return additional_context(EVENT_NAMES[event], context)
@@ -46,4 +39,5 @@ class VSCode:
         pages = log_exchanges(self.name, event)
         if pages or not event.transcript_path or not event.session_id:
             return pages
-        return session_exchanges(Path(event.transcript_path), event.session_id)  # the newest turn: at the next Stop
+        # Not a Copilot log: read as a Claude Code transcript; the newest turn waits for the next Stop.
+        return session_exchanges(Path(event.transcript_path), event.session_id)

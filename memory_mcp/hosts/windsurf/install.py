@@ -9,10 +9,16 @@ in Windsurf is through the memory tools.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-from memory_mcp.hosts.hook_entries import with_handlers, with_server, without_handlers, without_server
+from memory_mcp.hosts.hook_entries import (
+    config_options,
+    flat_handlers,
+    with_handlers,
+    with_server,
+    without_handlers,
+    without_server,
+)
 from memory_mcp.hosts.settings_files import SettingsChange, change_file
 
 HOOKS = {"pre_user_prompt": "prompt", "post_cascade_response": "stop"}
@@ -38,14 +44,8 @@ class WindsurfInstaller:
     def changes(
         self, home: Path, project: Path | None, command: list[str], config: Path | None
     ) -> list[SettingsChange]:
-        options = ["--config", str(config.resolve())] if config is not None else []
-        handlers = {
-            event: {
-                "command": shlex.join([*command, "hook", hook, "--host", self.name, *options]),
-                "show_output": False,
-            }
-            for event, hook in HOOKS.items()
-        }
+        options = config_options(config)
+        handlers = flat_handlers(HOOKS, command, ["--host", self.name, *options], show_output=False)
         server = {"command": command[0], "args": [*command[1:], *options]}
         changes = [change_file(_hooks_file(home, project), lambda hooks: with_handlers(hooks, handlers))]
         if project is None:
