@@ -26,6 +26,7 @@ REQUIRED = os.environ.get("MEMORY_MCP_REQUIRE_HOSTS") == "1"
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
 CODEX = ("@openai/codex", "0.171.0", "codex")  # the package brings its platform binary
 GEMINI = ("@google/gemini-cli", "0.61.0", "gemini")
+COPILOT = ("@github/copilot", "1.0.102", "copilot")
 
 
 def host_command(host: tuple[str, str, str]) -> Path:
