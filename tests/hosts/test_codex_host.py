@@ -71,7 +71,10 @@ def stored_exchanges(home: Path) -> list[tuple[str, str, str | None]]:
 def codex(tmp_path: Path, home: Path) -> Iterator[Codex]:
     executable, user_home = installed_in_home(CODEX, "codex", tmp_path, home)
     api = ScriptedResponses(respond=lambda request: "Noted: pnpm it is, and vitest for the tests.").start()
-    (user_home / ".codex" / "config.toml").write_text(PROVIDER.format(base_url=api.base_url), encoding="utf-8")
+    config = user_home / ".codex" / "config.toml"  # the provider before the server table install wrote
+    config.write_text(
+        PROVIDER.format(base_url=api.base_url) + "\n" + config.read_text(encoding="utf-8"), encoding="utf-8"
+    )
     try:
         yield Codex(executable, user_home, home, api)
     finally:
@@ -83,6 +86,8 @@ def test_a_turn_is_stored_once_and_reaches_a_later_session_as_developer_context(
     said = "In this repo we use pnpm, never npm, and the tests run with vitest."
     first = codex.run(said, shop)
     assert first and not developer_blocks(first), "nothing remembered yet"
+    [server] = [tool for tool in first[-1].get("tools", []) if tool.get("name") == "mcp__memory_mcp"]
+    assert "retrieve_memory" in [tool.get("name") for tool in server["tools"]], "the server install added, listed"
     [(prompt, reply, project)] = stored_exchanges(codex.memory_home)
     assert (prompt, reply) == (said, "Noted: pnpm it is, and vitest for the tests.")
     assert project is not None and project.endswith("webshop")
