@@ -7,7 +7,7 @@ from pathlib import Path
 
 from claude_code_session import Transcript, coding_session, text, tool_use
 
-from memory_mcp.hosts.claude_code.transcript import session_exchanges
+from memory_mcp.portability.claude_code_transcript import session_exchanges
 
 
 def test_a_coding_session_becomes_its_two_exchanges_with_final_answers_only(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memory_mcp.hosts.claude_code.transcript import session_exchanges
 from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
+from memory_mcp.portability.claude_code_transcript import session_exchanges
 
 # Claude Code keeps at most this many characters of a hook's context inline (more becomes a file
 # reference the model never reads): every block is built to fit it.

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from memory_mcp.base.json_lines import json_lines
 from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context, one_exchange
-from memory_mcp.hosts.json_lines import json_lines
 from memory_mcp.models import Page
 
 # Codex keeps 2,500 approximate tokens of a hook's context inline and cuts the rest to a head and

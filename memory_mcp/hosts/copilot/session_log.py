@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_mcp.base.clock import normalise_timestamp, utc_now
-from memory_mcp.hosts.json_lines import json_lines
+from memory_mcp.base.json_lines import json_lines
 from memory_mcp.models import Page
 
 

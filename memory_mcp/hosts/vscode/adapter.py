@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.hosts.claude_code.transcript import session_exchanges
 from memory_mcp.hosts.copilot.adapter import Copilot, log_exchanges
 from memory_mcp.hosts.events import HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
+from memory_mcp.portability.claude_code_transcript import session_exchanges
 
 EVENT_NAMES: dict[HookEvent, str] = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_mcp.base.clock import normalise_timestamp, utc_now
-from memory_mcp.hosts.json_lines import json_lines
+from memory_mcp.base.json_lines import json_lines
 from memory_mcp.models import Page
 
 # Text Claude Code itself puts in "user" lines: slash commands, their output, shell escapes, notices.
