@@ -10,6 +10,7 @@ from pathlib import Path
 from memory_mcp import __version__
 from memory_mcp.hosts.installers import INSTALLERS
 from memory_mcp.hosts.registry import HOST_NAMES
+from memory_mcp.portability.history import KINDS as HISTORY_KINDS
 
 DASHBOARD_PORT = 8766  # the HTTP server's default is 8765: both can run side by side
 JSON_HELP = "print JSON for scripts instead of tables"
@@ -112,8 +113,24 @@ def _add_export(commands: Commands) -> None:
 
 
 def _add_import(commands: Commands) -> None:
-    restore = commands.add("import", "import an export, a DeerFlow memory.json, or a MemoryOS data directory")
-    restore.add_argument("source", type=Path, help="a JSON file, or with --from-memoryos a MemoryOS data directory")
+    restore = commands.add(
+        "import",
+        "import an export, a DeerFlow memory.json, a MemoryOS data directory, or past conversations: a ChatGPT "
+        "or Claude.ai data export, Claude Code transcripts, Codex session files (recognised by their content)",
+    )
+    restore.add_argument(
+        "source",
+        type=Path,
+        nargs="?",
+        help="a JSON file, an export's .zip, a folder of sessions, or with --from-memoryos a MemoryOS data "
+        "directory (optional with --format claude-code or codex: ~/.claude/projects, ~/.codex/sessions)",
+    )
+    restore.add_argument(
+        "--format",
+        choices=["export", *HISTORY_KINDS],
+        help="read SOURCE as this instead of recognising it: export (memory-mcp's or DeerFlow's), chatgpt, "
+        "claude-ai, claude-code, codex",
+    )
     restore.add_argument("--user", help="import into this user id (with --from-memoryos: one user, renamed)")
     restore.add_argument("--mode", choices=["merge", "replace"], default="merge")
     restore.add_argument("--from-memoryos", action="store_true", help="SOURCE is a MemoryOS data_storage_path")

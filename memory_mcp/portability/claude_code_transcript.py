@@ -54,13 +54,16 @@ class _Turn:
     reply_message: str | None = None  # the assistant message the reply parts belong to
 
 
-def session_exchanges(path: Path, session_id: str, final_reply: str | None = None) -> list[Page]:
+def session_exchanges(
+    path: Path, session_id: str, final_reply: str | None = None, *, complete: bool = False
+) -> list[Page]:
     """The session's finished exchanges in order, as pages whose ids come from the prompts' own
     lines, so that reading the transcript again (or a resumed copy of it) yields the same pages.
 
     Every turn but the newest is finished. The newest is included only with `final_reply`, the
     reply it ended with (the Stop hook's `last_assistant_message`): until then the transcript may
-    hold only a reply given on the way, or none yet."""
+    hold only a reply given on the way, or none yet. A `complete` session (a past one, imported)
+    is over: its newest turn keeps the last reply the transcript holds."""
     turns: list[_Turn] = []
     current: _Turn | None = None  # the turn assistant text now belongs to
     for line in json_lines(path):
@@ -82,7 +85,7 @@ def session_exchanges(path: Path, session_id: str, final_reply: str | None = Non
     if turns:
         if final_reply and final_reply.strip():
             turns[-1].reply_parts = [final_reply.strip()]
-        else:
+        elif not complete:
             turns.pop()
     return [
         Page(

@@ -6,12 +6,17 @@ import argparse
 import json
 import sys
 
+from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
+from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
 from memory_mcp.cli.commands.checks import confirmed, require_stored
 from memory_mcp.cli.commands.output import console, emit, print_json
-from memory_mcp.models import ExportRequest, ImportRequest
+from memory_mcp.models import ExportDocument, ExportRequest, ImportRequest, MemoryDocument
 from memory_mcp.portability.documents import parse_import
+from memory_mcp.portability.history import FOLDER_KINDS, History, batches, read_history
+from memory_mcp.portability.history import KINDS as HISTORY_KINDS
+from memory_mcp.portability.host_sessions import default_folder
 from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.service.memory_service import MemoryService
 
@@ -24,6 +29,12 @@ def export_memory(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
+    if not args.from_memoryos and args.format != "export":
+        history = _past_conversations(args)
+        if history is not None:
+            return import_history(service, args, history)
+    if args.source is None:
+        raise InvalidInput("SOURCE is needed: a file or folder to import (only --format claude-code or codex has one)")
     if args.from_memoryos:
         converted = from_memoryos(args.source, args.memoryos_user, args.assistant, rename_to=args.user)
         documents = [document.model_dump(mode="json") for document in converted]
@@ -51,6 +62,55 @@ def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
         return print_json([result.model_dump(mode="json") for result in results])
     for result in results:
         console().out.print(f"{result.user_id}: {result.message}")
+    return 0
+
+
+def _past_conversations(args: argparse.Namespace) -> History | None:
+    source = args.source
+    if source is None and args.format in FOLDER_KINDS:
+        source = default_folder(args.format)
+        if not source.is_dir():
+            raise InvalidInput(f"{source} does not exist: name the folder of {HISTORY_KINDS[args.format]} to import")
+    return read_history(source, args.format) if source is not None else None
+
+
+def import_history(service: MemoryService, args: argparse.Namespace, history: History) -> int:
+    """Store the conversations batch by batch, each an ordinary merging import (the admission
+    rules, redaction and duplicate check of every add), saying on stderr how far it has come."""
+    if args.mode == "replace":
+        raise InvalidInput(
+            "--mode replace does not apply to past conversations: they are added to what is stored "
+            "(to start over, `memory-mcp forget USER` first)"
+        )
+    user = args.user or service.settings.user_id
+    total, added, skipped = history.exchanges, 0, 0
+    tty = sys.stderr.isatty()
+    try:
+        for batch in batches(history, service.settings.max_text_chars):
+            document = ExportDocument(exported_at=utc_now(), user_id=user, memory=MemoryDocument(), pages=batch.pages)
+            result = service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
+            added, skipped = added + result.pages_added, skipped + result.pages_skipped
+            done = f"{added + skipped:,} of {total:,} exchanges ({plural(batch.conversations_done, 'conversation')})"
+            print(f"\rimported {done}\033[K" if tty else f"imported {done}", end="" if tty else "\n", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\nstopped after {added + skipped:,} exchanges: run it again to go on", file=sys.stderr)
+        return 130
+    if tty:
+        print(file=sys.stderr)
+    summary = {
+        "user_id": user,
+        "source": history.kind,
+        "conversations": len(history.conversations),
+        "exchanges": total,
+        "added": added,
+        "already_stored": skipped,
+    }
+    if args.json:
+        return print_json(summary)
+    console().out.print(
+        f"{user}: {plural(added, 'exchange')} added from {plural(len(history.conversations), 'conversation')} "
+        f"({HISTORY_KINDS[history.kind]}); {skipped:,} already stored"
+    )
     return 0
 
 
