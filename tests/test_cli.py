@@ -274,12 +274,12 @@ def test_every_error_exits_non_zero_with_one_stderr_line_naming_the_problem(
         "show unknown user": (["show", "ghost"], ["ghost", "`memory-mcp users`"]),
         "show bad user": (["show", "../etc"], ["user_id", "must match", "../etc"]),
         "show bad agent": (["show", "alice", "--agent", "a b"], ["--agent", "must match"]),
-        "search bad user": (["search", "a.b", "anything"], ["user_id", "must match"]),
+        "search bad user": (["search", "a b", "anything"], ["user_id", "must match"]),
         "flush bad user": (["flush", "a/b"], ["user_id", "must match"]),
         "show unknown agent": (["show", "alice", "--agent", "nobot"], ["alice/nobot"]),
         "search unknown user": (["search", "ghost", "anything"], ["ghost"]),
         "export unknown user": (["export", "ghost"], ["ghost"]),
-        "export bad user": (["export", "a.b"], ["user_id", "a.b"]),
+        "export bad user": (["export", "a b"], ["user_id", "a b"]),
         "forget unknown user": (["forget", "ghost", "--yes"], ["ghost"]),
         "import missing file": (["import", tmp_path / "missing.json"], ["missing.json"]),
         "import not json": (["import", tmp_path / "not_json.json"], ["not_json.json", "JSON"]),
@@ -450,16 +450,16 @@ def test_import_from_memoryos_loses_nothing(home: Path, tmp_path: Path) -> None:
 
 def test_a_memoryos_user_id_that_is_not_valid_here_is_an_error_suggesting_user(home: Path, tmp_path: Path) -> None:
     source = memoryos_dir(tmp_path / "memoryos")
-    write_json(source / "users" / "john.doe" / "short_term.json", [])
+    write_json(source / "users" / "john doe" / "short_term.json", [])
     line = cli(home, "import", source, "--from-memoryos").error_line()
-    assert "'john.doe'" in line and "--user" in line
+    assert "'john doe'" in line and "--user" in line
     assert snapshot(home) == {}, "no user is imported when one cannot be"
 
 
 def test_following_the_suggestion_imports_the_memoryos_user_under_a_new_id(home: Path, tmp_path: Path) -> None:
     source = tmp_path / "memoryos"
     write_json(
-        source / "users" / "john.doe" / "short_term.json",
+        source / "users" / "john doe" / "short_term.json",
         [
             {
                 "user_input": "John likes sailing",

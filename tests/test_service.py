@@ -125,7 +125,7 @@ def test_configured_user_and_assistant_are_the_defaults(data_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("field", ["user_id", "agent_name"])
-@pytest.mark.parametrize("value", ["../etc", "a/b", "x" * 65, "bob\n", "dot.ted", "spa ce", "..", "ümlaut"])
+@pytest.mark.parametrize("value", ["../etc", "a/b", "x" * 129, "bob\n", ".dotted", "spa ce", "..", "ümlaut", "@x.org"])
 def test_identifier_rule_violation_is_rejected_and_nothing_is_written(
     service: MemoryService, data_dir: Path, field: str, value: str
 ) -> None:

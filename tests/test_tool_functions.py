@@ -198,8 +198,8 @@ def test_tools_list_publishes_the_bounds_the_validator_enforces(service: MemoryS
     assert (field("search_facts", "limit")["minimum"], field("search_facts", "limit")["maximum"]) == (1, 500)
     assert field("add_fact", "content")["maxLength"] == 2000
     assert field("retrieve_memory", "query")["maxLength"] == 20_000
-    assert field("add_memory", "user_id")["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
-    assert field("forget", "user_id")["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
+    assert field("add_memory", "user_id")["pattern"] == r"^([\w-][\w.@+-]{0,127})?$"
+    assert field("forget", "user_id")["pattern"] == r"^([\w-][\w.@+-]{0,127})?$"
     assert field("search_facts", "category")["enum"] == [
         "preference",
         "knowledge",

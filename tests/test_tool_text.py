@@ -23,7 +23,8 @@ from memory_mcp.service.memory_service import MemoryService
 pytestmark = pytest.mark.integration
 
 COUNTER = TokenCounter("tiktoken")
-TOOL_DEFINITIONS_BUDGET = 3000
+# 2,988 before e-mail addresses became ids; their exact rule costs 2 tokens more in each of 24 id fields.
+TOOL_DEFINITIONS_BUDGET = 3050
 TOPICS = ["invoice totals", "the staging deploy", "garden beds", "marathon training", "the CSV parser"]
 
 
@@ -151,7 +152,7 @@ def test_export_text_says_what_the_document_holds_and_import_takes_the_structure
     assert f"Imported {everything} exchanges" in imported
 
 
-def test_the_tool_definitions_fit_3000_tokens_with_every_bound_published(tmp_path: Path) -> None:
+def test_the_tool_definitions_fit_3050_tokens_with_every_bound_published(tmp_path: Path) -> None:
     async def listed() -> list[Any]:
         async with connect(tmp_path / "memory") as client:
             return (await client.list_tools()).tools
@@ -166,7 +167,7 @@ def test_the_tool_definitions_fit_3000_tokens_with_every_bound_published(tmp_pat
         "maximum": 8000,
         "description": "Budget of the block; omit for the default.",
     }
-    assert schemas["add_memory"]["properties"]["user_id"]["pattern"] == "^[A-Za-z0-9_-]{0,64}$"
+    assert schemas["add_memory"]["properties"]["user_id"]["pattern"] == r"^([\w-][\w.@+-]{0,127})?$"
     assert schemas["add_memory"]["properties"]["facts"]["maxItems"] == 50
     assert all("title" not in json.dumps(schema) for schema in schemas.values())
 

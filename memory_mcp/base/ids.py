@@ -1,7 +1,9 @@
 """Identifier rules shared by config, tools and storage.
 
-User and agent ids become directory names, so they are held to a strict alphabet: this is
-what keeps one user's files out of another's (no `..`, no `/`, no trailing-newline tricks).
+User and agent ids name directories, so they are held to a strict alphabet: letters, digits, `_`
+and `-`, and `.`, `@` and `+` so that an e-mail address is an id (not first: no hidden or odd
+names). No `/`, no `%`, no spaces, no trailing-newline tricks; the store derives each directory's
+name from the id (store/files/layout.py), so no id can name `..` or another user's directory.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 
-IDENTIFIER_RULE = "[A-Za-z0-9_-]{1,64}"
+IDENTIFIER_RULE = "[A-Za-z0-9_-][A-Za-z0-9_.@+-]{0,127}"
 _IDENTIFIER = re.compile(IDENTIFIER_RULE)
 
 

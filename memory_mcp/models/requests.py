@@ -27,7 +27,7 @@ from pydantic.config import JsonDict
 
 from memory_mcp.base.clock import normalise_timestamp
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.base.ids import validate_identifier
+from memory_mcp.base.ids import IDENTIFIER_RULE, validate_identifier
 from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, MemoryText, SectionName
 
 MAX_META_DATA_DEPTH = 32
@@ -36,8 +36,9 @@ MAX_SECTION_CHARS = 4000
 MAX_HOST_FACTS = 50
 MAX_THREAD_ID_CHARS = 256
 MAX_PATH_CHARS = 4096
-# Published with each id, so a host sees the rule; "" is accepted too (it means "not given").
-_ID_PATTERN: JsonDict = {"pattern": "^[A-Za-z0-9_-]{0,64}$"}
+# Published with each id, so a host sees the rule; "" is accepted too (it means "not given"). Written
+# with `\w` ([A-Za-z0-9_] in a JSON Schema pattern), as it is in most tools twice: fewer tokens.
+_ID_PATTERN: JsonDict = {"pattern": "^(" + IDENTIFIER_RULE.replace("A-Za-z0-9_", "\\w") + ")?$"}
 
 
 def _absent_if_empty(value: object) -> object:

@@ -101,11 +101,12 @@ SPECIAL_CHARS = [
     "\x85", "\u2028", "\u2029", "\u200b", "\u200d", "\u202e", "\u2066", "\ufeff", "\ufffd", "\U0010ffff",
     "\ud800", "\udfff", "\udbff\udfff", "<", ">", "&", '"', "\\", "/", "..", "%", "{", "}", "é", "𝔘", "\u0301",
 ]  # fmt: skip
-VALID_IDS = ["alice", "bob", "A-1_b", "a" * 64, "x", "_", "-"]
+VALID_IDS = ["alice", "bob", "A-1_b", "a" * 128, "x", "_", "-", "bo@x.org", "Bo.Smith+tag@Corp.COM"]
 HOSTILE_IDS = [
     "../x", "a/b", "C:\\x", "c:x", ".", "..", "", " ", "a" * 65, "alice\n", "alice\r\n", "alice ", " alice",
     "аlice", "ａlice", "alice\u200b", "al\x00ice", "alice/../bob", "~root", "%2e%2e", "a\ud800", "*", "alice;rm",
     "bob\t", "users", "agents", "ALICE\u0000", "con", "\\\\server\\share", "/etc/passwd", "alice/", "a.b",
+    "a" * 129, ".hidden", "@x.org", "+x", "a@b/../c", "a%40b", "bo@x.org\n", "bo@x.org.",
 ]  # fmt: skip
 TIMESTAMPS = [
     "2024-05-01T13:56:00Z", "2024-05-01 13:56:00", "2024-05-01", "2024-02-30T00:00:00Z", "0000-01-01T00:00:00Z",

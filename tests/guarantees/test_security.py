@@ -416,6 +416,10 @@ REVIEWED_JOINS = {
         "name",
     ): "CLI import --from-memoryos: the operator's own MemoryOS folder and --user/--assistant "
     "arguments (a MemoryOS user id is validated before it becomes ours)",
+    (
+        "portability/host_sessions.py",
+        "'.claude/projects' if kind == CLAUDE_CODE else '.codex/sessions'",
+    ): "default_folder: one of two constant folders under the home of the operator who runs import",
 }
 
 
@@ -498,7 +502,7 @@ TRAVERSALS = [
     "alice\r",
     "\uff41lice",  # fullwidth a
     "~root",
-    "alice.",
+    ".alice@x.org",
 ]
 
 

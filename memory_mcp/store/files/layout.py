@@ -11,11 +11,14 @@ path inside it.
 
 A directory is named after its id, except that an id with capital letters gets them marked
 (`Alice` -> `alice~1`, a bit per letter): ids that differ only in case are different users, and
-must not share a directory on a case-insensitive file system (macOS, Windows).
+must not share a directory on a case-insensitive file system (macOS, Windows). The `.`, `@` and
+`+` of an e-mail address are written as `%2e`, `%40` and `%2b` (`bo@x.org` -> `bo%40x%2eorg`), so
+that no name is hidden or `..`, and a lock file's name (`{user}@{agent}.{kind}.lock`) reads back.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,18 +128,25 @@ class Layout:
         return scopes
 
 
+ESCAPED = {".": "%2e", "@": "%40", "+": "%2b"}
+UNESCAPED = {escaped: char for char, escaped in ESCAPED.items()}
+
+
 def directory_name(identifier: str) -> str:
-    """The directory of an id: lower case, with a mask of its capitals after `~` when it has any."""
+    """The directory of an id: lower case, `.@+` escaped, with a mask of its capitals after `~`
+    when it has any (counted in the id's own characters)."""
     mask = sum(1 << position for position, char in enumerate(identifier) if char.isupper())
-    return identifier if not mask else f"{identifier.lower()}~{mask:x}"
+    name = "".join(ESCAPED.get(char, char) for char in identifier.lower())
+    return name if not mask else f"{name}~{mask:x}"
 
 
 def identifier_of(name: str) -> str | None:
     """The id whose directory `name` is, or None when it is nobody's."""
     base, _, mask_text = name.partition("~")
+    plain = re.sub("%2e|%40|%2b", lambda escaped: UNESCAPED[escaped.group()], base)
     try:
         mask = int(mask_text, 16) if mask_text else 0
-        identifier = "".join(char.upper() if mask >> n & 1 else char for n, char in enumerate(base))
+        identifier = "".join(char.upper() if mask >> n & 1 else char for n, char in enumerate(plain))
         validate_identifier("id", identifier)
     except ValueError:
         return None
