@@ -27,6 +27,8 @@ FROM_ENVIRONMENT = {
 # default (the data folder's honours $MEMORY_MCP_HOME). `init` writes them null, so the file it
 # writes never hides what the environment gives.
 NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
+# Settings the environment gives over the config file: a host's server entry can change them alone.
+ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"}
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 
@@ -246,6 +248,14 @@ class Settings(BaseModel):
         description="How long the helper a Claude Code prompt hook leaves behind waits for the next prompt "
         "before it exits (it answers in tens of milliseconds; 0: none, each prompt hook reads memory anew).",
     )
+    shared_process_idle_minutes: float = Field(
+        10,
+        ge=0,
+        le=1440,
+        description="How long the one process that serves every stdio session of this user (each session's "
+        "`memory-mcp` relays to it) waits with no session before it exits (0: none, each session loads memory "
+        "in its own process; or env MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES).",
+    )
     memory: MemorySettings = Field(default_factory=MemorySettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -315,6 +325,9 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
             raw.pop(field, None)
     for field, variable in FROM_ENVIRONMENT.items():
         if not raw.get(field) and environ.get(variable):
+            raw[field] = environ[variable]
+    for field, variable in ENVIRONMENT_OVERRIDES.items():
+        if environ.get(variable):
             raw[field] = environ[variable]
     storage = raw.get("storage", {})
     if environ.get("MEMORY_MCP_DSN") and isinstance(storage, dict) and not storage.get("dsn"):
