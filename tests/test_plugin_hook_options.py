@@ -18,7 +18,14 @@ import pytest
 from project import PROJECT_ROOT
 
 HOOKS = json.loads((PROJECT_ROOT / "plugins" / "memory-mcp" / "hooks.json").read_text(encoding="utf-8"))["hooks"]
-PASSED = ("MEMORY_MCP_HOME", "OPENAI_BASE_URL", "MEMORY_MCP_LLM_MODEL", "OPENAI_API_KEY")
+PASSED = (
+    "MEMORY_MCP_HOME",
+    "OPENAI_BASE_URL",
+    "MEMORY_MCP_LLM_MODEL",
+    "OPENAI_API_KEY",
+    "MEMORY_MCP_SERVER_URL",
+    "MEMORY_MCP_SERVER_TOKEN",
+)
 RECORDER = """\
 import json, os, sys
 names = {names!r}
@@ -63,6 +70,8 @@ def test_every_set_option_reaches_memory_mcp_as_its_variable(event: str, hook: s
         "llm_base_url": "http://127.0.0.1:11434/v1",
         "llm_model": "qwen2.5:7b",
         "llm_api_key": "sk-local-not-a-secret",
+        "memory_server_url": "https://memory.example.com",
+        "memory_server_token": "mm_not-a-real-token",
     }
     started = run_hook(event, options, tmp_path)
     assert started["argv"] == [

@@ -28,6 +28,8 @@ FROM_ENVIRONMENT = {
 # writes never hides what the environment gives.
 NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
 # Settings the environment gives over the config file: a host's server entry can change them alone.
+# The memory server the hooks use: the environment's (a host's plugin settings give it so) wins.
+SERVER_FROM_ENVIRONMENT = {"url": "MEMORY_MCP_SERVER_URL", "token": "MEMORY_MCP_SERVER_TOKEN"}
 ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"}
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
@@ -167,6 +169,25 @@ class StorageSettings(BaseModel):
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
+class MemoryServerSettings(BaseModel):
+    """A team's memory-mcp HTTP server the hooks use instead of this machine's files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="The server's address, e.g. https://memory.example.com (or env MEMORY_MCP_SERVER_URL); "
+        "null: the hooks use the local memory.",
+    )
+    token: str | None = Field(
+        None, description="The bearer token `memory-mcp token add` issued (or env MEMORY_MCP_SERVER_TOKEN)."
+    )
+    timeout_seconds: float = Field(
+        5.0, gt=0, le=60, description="How long a hook waits for the server before it gives no context."
+    )
+
+
 class HttpSettings(BaseModel):
     """The streamable-HTTP server (`memory-mcp --transport streamable-http`)."""
 
@@ -260,6 +281,7 @@ class Settings(BaseModel):
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    memory_server: MemoryServerSettings = Field(default_factory=MemoryServerSettings)
 
     @field_validator("user_id")
     @classmethod
@@ -332,6 +354,10 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     storage = raw.get("storage", {})
     if environ.get("MEMORY_MCP_DSN") and isinstance(storage, dict) and not storage.get("dsn"):
         raw["storage"] = {**storage, "dsn": environ["MEMORY_MCP_DSN"]}  # the password stays out of the file
+    server = raw.get("memory_server", {})
+    if isinstance(server, dict):  # the token stays out of the file
+        given = {key: environ[variable] for key, variable in SERVER_FROM_ENVIRONMENT.items() if environ.get(variable)}
+        raw["memory_server"] = {**{key: value for key, value in server.items() if value is not None}, **given}
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:

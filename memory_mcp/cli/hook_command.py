@@ -27,6 +27,7 @@ from memory_mcp.hosts.helper import keep_helper, serve_told
 from memory_mcp.hosts.injection import HostSession
 from memory_mcp.hosts.registry import adapter_for
 from memory_mcp.hosts.relay import helper_socket
+from memory_mcp.hosts.remote import answer_remotely
 from memory_mcp.service.memory_service import MemoryService
 
 # The command a hook starts its helper with: this module, run by this installation's own Python.
@@ -60,6 +61,9 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
     try:
         environ, cwd, stdin = process_environment(), os.getcwd(), sys.stdin.read()
         settings, host, event, session = _hook_call(args, stdin, environ, cwd)
+        if settings.memory_server.url:  # the team's server does the work: no memory loaded here
+            _print(answer_remotely(settings, host, args.hook_event, event, session, getattr(args, "max_tokens", None)))
+            return 0
         service = MemoryService(settings, short_lived=True)
         stored = None
         try:
@@ -145,7 +149,14 @@ class _HookHelper:
                     settings, host, event, session = _hook_call(
                         args, request["stdin"], request["environ"], request["cwd"]
                     )
-                    _print_context(self._service(settings), args, host, event, session)
+                    if settings.memory_server.url:
+                        _print(
+                            answer_remotely(
+                                settings, host, args.hook_event, event, session, getattr(args, "max_tokens", None)
+                            )
+                        )
+                    else:
+                        _print_context(self._service(settings), args, host, event, session)
             except Exception as exc:  # the same promise as the hook itself
                 event_name = getattr(args, "hook_event", "prompt")
                 print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)

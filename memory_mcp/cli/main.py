@@ -116,6 +116,8 @@ def serve(service: MemoryService, transport: str) -> int:
 def _serve_http(service: MemoryService) -> int:
     """Serve over HTTP; uvicorn turns SIGTERM/SIGINT into a graceful stop (open requests finish),
     after which pending updates get their bounded flush here."""
+    from memory_mcp.hosts.remote import HOOKS_PATH
+    from memory_mcp.hosts.remote_api import hooks_app
     from memory_mcp.mcp.http import HttpSetupError, run_http
 
     # uvicorn handles the stop signal, then restores these handlers and raises it again: with the
@@ -123,7 +125,7 @@ def _serve_http(service: MemoryService) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_IGN)
     try:
-        run_http(service, service.settings.http)
+        run_http(service, service.settings.http, (HOOKS_PATH, hooks_app))
     except (HttpSetupError, MemoryServiceError) as exc:
         print(f"memory-mcp: {exc}", file=sys.stderr)
         return 2

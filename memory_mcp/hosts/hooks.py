@@ -12,6 +12,8 @@ exits 0 with nothing on stdout. What differs between hosts is in their adapters 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.ids import validate_identifier
@@ -21,10 +23,12 @@ from memory_mcp.hosts.events import HostAdapter, HostEvent, clipped
 from memory_mcp.hosts.helper import spawn_detached
 from memory_mcp.hosts.injection import HostSession, prompt_block, session_digest
 from memory_mcp.memory.redaction import redact
-from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument
+from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument, Page
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.service.session_ledger import WaitingPrompt, keep_waiting_prompt, take_waiting_prompt
+from memory_mcp.store import Scope
 
+ScopeResolver = Callable[[str | None, str | None], Scope]
 # SessionStart's sources after which the model no longer holds what was given before.
 STARTS_OVER = {"startup", "clear", "compact"}
 
@@ -43,13 +47,20 @@ def prompt_context(
 ) -> str:
     """The hook's stdout for a prompt: what is relevant to it as additional context, or nothing.
     For a host whose stop lacks the prompt, the prompt (secrets redacted) is kept for the stop."""
-    if host.keeps_prompts and event.prompt and event.prompt.strip():
-        scope = service.resolve_scope(session.user_id, session.agent_name)
-        waiting = WaitingPrompt(redact(event.prompt), event.turn_id)
-        keep_waiting_prompt(service.settings.data_storage_path, scope, session.session_id, waiting)
+    keep_prompt(host, event, session, service.settings.data_storage_path, service.resolve_scope)
     if "prompt" not in host.injects:
         return host.answer("prompt", "")
     return host.answer("prompt", prompt_block(service, session, event.prompt or "", max_tokens, host.max_context_chars))
+
+
+def keep_prompt(
+    host: HostAdapter, event: HostEvent, session: HostSession, data_folder: Path, resolve: ScopeResolver
+) -> None:
+    """For a host whose stop lacks the prompt: keep it (secrets redacted) for the stop to pair."""
+    if host.keeps_prompts and event.prompt and event.prompt.strip():
+        scope = resolve(session.user_id, session.agent_name)
+        waiting = WaitingPrompt(redact(event.prompt), event.turn_id)
+        keep_waiting_prompt(data_folder, scope, session.session_id, waiting)
 
 
 def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession) -> str:
@@ -64,16 +75,29 @@ def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, s
 def remember_session(
     service: MemoryService, host: HostAdapter, event: HostEvent, session: HostSession
 ) -> tuple[ImportResult, str] | None:
-    """Store the session's finished exchanges not stored yet, and say which is the newest. Text
-    beyond max_text_chars is cut with a marker, so one huge paste cannot keep the rest out."""
-    if host.keeps_prompts and not event.stop_hook_active:
-        scope = service.resolve_scope(session.user_id, session.agent_name)
-        waiting = take_waiting_prompt(service.settings.data_storage_path, scope, session.session_id)
-        if waiting is not None:
-            event = event.model_copy(update={"prompt": waiting.prompt, "turn_id": event.turn_id or waiting.turn_id})
-    pages = host.exchanges(event)
+    """Store the session's finished exchanges not stored yet, and say which is the newest."""
+    pages = finished_exchanges(host, event, session, service.settings.data_storage_path, service.resolve_scope)
     if not pages:
         return None
+    return store_exchanges(service, pages, session), pages[-1].page_id
+
+
+def finished_exchanges(
+    host: HostAdapter, event: HostEvent, session: HostSession, data_folder: Path, resolve: ScopeResolver
+) -> list[Page]:
+    """The exchanges a stop event finishes: for a host whose stop lacks the prompt, paired with the
+    prompt its prompt hook kept (in `data_folder`, for the scope `resolve` names)."""
+    if host.keeps_prompts and not event.stop_hook_active:
+        scope = resolve(session.user_id, session.agent_name)
+        waiting = take_waiting_prompt(data_folder, scope, session.session_id)
+        if waiting is not None:
+            event = event.model_copy(update={"prompt": waiting.prompt, "turn_id": event.turn_id or waiting.turn_id})
+    return host.exchanges(event)
+
+
+def store_exchanges(service: MemoryService, pages: list[Page], session: HostSession) -> ImportResult:
+    """Store `pages` (those not stored yet) in the session's scope, each with its project. Text
+    beyond max_text_chars is cut with a marker, so one huge paste cannot keep the rest out."""
     limit = service.settings.max_text_chars
     pages = [
         page.model_copy(
@@ -89,8 +113,7 @@ def remember_session(
     document = ExportDocument(
         exported_at=utc_now(), user_id=scope.user_id, agent_name=scope.agent_name, memory=MemoryDocument(), pages=pages
     )
-    result = service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
-    return result, pages[-1].page_id
+    return service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
 
 
 def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str, cwd: str) -> None:

@@ -18,7 +18,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from typing import Any
@@ -62,6 +62,9 @@ log = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"
 DASHBOARD_PATH = "/dashboard"
+# Where hosts' hooks ask when they run against this server, and the app that answers them (made by
+# the hosts layer, above this one, for the service and the tokens).
+HooksApp = tuple[str, Callable[[MemoryService, TokenRegistry | None], ASGIApp]]
 # Longest body the identity check reads; the SDK refuses larger ones itself (413).
 MAX_CHECKED_BODY_BYTES = 4 * 1024 * 1024
 # Time open requests get to finish once a stop is asked for, before pending updates are drained.
@@ -95,17 +98,19 @@ def auth_required(http: HttpSettings, registry: TokenRegistry) -> bool:
     return needed
 
 
-def run_http(service: MemoryService, http: HttpSettings) -> None:
+def run_http(service: MemoryService, http: HttpSettings, hooks: HooksApp | None = None) -> None:
     """Start the service's background work once the setup is known to be allowed, and serve until
-    SIGINT/SIGTERM; then finish open requests (the caller's `service.close()` drains updates)."""
+    SIGINT/SIGTERM; then finish open requests (the caller's `service.close()` drains updates).
+    `hooks` makes the app hosts' hooks ask at /hooks/ (the hosts layer's, handed down)."""
     assert http.tokens_file is not None  # load_settings fills in the default
     registry = TokenRegistry(http.tokens_file)
     if auth_required(http, registry):
-        app, access = build_http_app(service, registry, http.host), f"bearer tokens from {registry.path}"
+        app, access = build_http_app(service, registry, http.host, hooks), f"bearer tokens from {registry.path}"
     elif http.auth == "auto":
-        app, access = open_until_tokens(service, registry, http.host), "no authentication until a token is issued"
+        app = open_until_tokens(service, registry, http.host, hooks)
+        access = "no authentication until a token is issued"
     else:
-        app, access = OwnerOnly(build_http_app(service, None, http.host)), "no authentication (loopback only)"
+        app, access = OwnerOnly(build_http_app(service, None, http.host, hooks)), "no authentication (loopback only)"
     if not auth_required(http, registry):
         access += (
             ", this account only"
@@ -155,13 +160,19 @@ def _bound_socket(host: str, port: int) -> Listener:
     return listening
 
 
-def build_http_app(service: MemoryService, registry: TokenRegistry | None, host: str) -> ASGIApp:
-    """The ASGI app: MCP at /mcp, GET /health, the dashboard at /dashboard, and with a registry,
-    tokens on every MCP request and every dashboard page (each token sees its own user alone)."""
-    return _with_dashboard(service, registry, host, _mcp_app(service, registry, host, ReadinessCheck(service)))
+def build_http_app(
+    service: MemoryService, registry: TokenRegistry | None, host: str, hooks: HooksApp | None = None
+) -> ASGIApp:
+    """The ASGI app: MCP at /mcp, GET /health, the dashboard at /dashboard, hosts' hooks at /hooks,
+    and with a registry, tokens on every MCP request, dashboard page and hook (each token sees its
+    own user alone)."""
+    mcp = _mcp_app(service, registry, host, ReadinessCheck(service))
+    return _with_dashboard(service, registry, host, mcp, hooks)
 
 
-def open_until_tokens(service: MemoryService, registry: TokenRegistry, host: str) -> ASGIApp:
+def open_until_tokens(
+    service: MemoryService, registry: TokenRegistry, host: str, hooks: HooksApp | None = None
+) -> ASGIApp:
     """The app of a loopback server started without tokens: open to the account that started it
     until a token is issued, then tokens on every request, as a restart would have it."""
     readiness = ReadinessCheck(service)
@@ -175,8 +186,8 @@ def open_until_tokens(service: MemoryService, registry: TokenRegistry, host: str
 
     return TokensTurnAuthOn(
         registry,
-        OwnerOnly(_with_dashboard(service, None, host, open_mcp)),
-        _with_dashboard(service, registry, host, guarded_mcp),
+        OwnerOnly(_with_dashboard(service, None, host, open_mcp, hooks)),
+        _with_dashboard(service, registry, host, guarded_mcp, hooks),
         Router(lifespan=both_started),
     )
 
@@ -195,12 +206,19 @@ def _mcp_app(service: MemoryService, registry: TokenRegistry | None, host: str, 
     return server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
 
 
-def _with_dashboard(service: MemoryService, registry: TokenRegistry | None, host: str, mcp: ASGIApp) -> ASGIApp:
-    """`mcp` with the dashboard at /dashboard, and with a registry, the 403 check in front of MCP."""
+def _with_dashboard(
+    service: MemoryService, registry: TokenRegistry | None, host: str, mcp: ASGIApp, hooks: HooksApp | None
+) -> ASGIApp:
+    """`mcp` with the dashboard at /dashboard (and the hooks' app at /hooks), and with a registry,
+    the 403 check in front of MCP."""
     # Without tokens the server listens on loopback only, and the dashboard answers loopback names
     # only; with tokens it answers any name, since every page then needs a token.
     dashboard = create_app(service, allowed_hosts=None if registry is None else ["*"], tokens=registry)
-    return AtPath(DASHBOARD_PATH, dashboard, RefuseOtherUsers(mcp, registry) if registry is not None else mcp)
+    app = AtPath(DASHBOARD_PATH, dashboard, RefuseOtherUsers(mcp, registry) if registry is not None else mcp)
+    if hooks is None:
+        return app
+    path, hooks_app = hooks
+    return AtPath(path, hooks_app(service, registry), app)
 
 
 def token_auth_settings(host: str) -> AuthSettings:

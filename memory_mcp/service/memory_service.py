@@ -132,6 +132,11 @@ class MemoryService:
 
     # --- tools ----------------------------------------------------------------------------
 
+    def exchanges_arrived(self, user_id: str, agent_name: str | None, thread_id: str | None) -> None:
+        """Exchanges were stored otherwise than by add_memory (a hook's, over HTTP): their thread is
+        analysed as an add's would be, once it has been quiet."""
+        self._updates.added(Scope(user_id, agent_name), thread_id or "")
+
     def add_memory(self, request: AddMemoryRequest) -> AddMemoryResult:
         """Store one exchange verbatim, with what the host learned from it applied to structured
         memory; all of it is on disk (fsync'd) when this returns."""

@@ -1,0 +1,144 @@
+"""Hooks against a team's memory-mcp HTTP server instead of local files: what a hook asks it, and
+the client that asks.
+
+With `memory_server.url` set (or MEMORY_MCP_SERVER_URL), a hook loads no memory of its own: it
+reads its host's event as always (the host's transcript is on this machine), then asks the
+server for the session's context, or sends it the finished exchanges, at /hooks/ beside /mcp,
+with the token as a bearer token. The server runs the same code a local hook runs (injection.py,
+hooks.py) on its own memory, for the token's user. A server that does not answer in time, or
+refuses, costs the prompt nothing: the hook says why on stderr and gives no context.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory_mcp.base.settings import Settings
+from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
+from memory_mcp.hosts.hooks import STARTS_OVER, finished_exchanges, keep_prompt
+from memory_mcp.hosts.injection import HostSession
+from memory_mcp.models import Page
+from memory_mcp.models.requests import MAX_QUERY_CHARS
+from memory_mcp.service.scopes import resolve_scope
+from memory_mcp.store import Scope
+
+HOOKS_PATH = "/hooks"
+
+
+class ContextRequest(BaseModel):
+    """What a session-start or prompt hook asks the server for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Literal["session-start", "prompt"]
+    session_id: str = Field(max_length=512)
+    project: str | None = Field(None, max_length=4096)
+    prompt: str = Field("", max_length=20_000)
+    fresh: bool = True  # session-start: the session holds nothing given before
+    max_tokens: int | None = Field(None, ge=100, le=8000)
+    max_chars: int = Field(10_000, ge=0, le=100_000)
+    agent_name: str | None = None
+    user_id: str | None = None  # a server with tokens serves the token's user alone
+
+
+class ContextAnswer(BaseModel):
+    context: str
+
+
+class StoreRequest(BaseModel):
+    """The finished exchanges a stop hook sends the server to store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(max_length=512)
+    project: str | None = Field(None, max_length=4096)
+    pages: list[Page] = Field(max_length=1000)
+    agent_name: str | None = None
+    user_id: str | None = None
+
+
+class StoreAnswer(BaseModel):
+    added: int
+
+
+class ServerUnavailable(Exception):
+    """The memory server did not answer, or refused: the message says which, in one line."""
+
+
+def ask_context(settings: Settings, request: ContextRequest) -> str:
+    return ContextAnswer.model_validate(_post(settings, "context", request.model_dump_json())).context
+
+
+def send_exchanges(settings: Settings, request: StoreRequest) -> int:
+    return StoreAnswer.model_validate(_post(settings, "store", request.model_dump_json())).added
+
+
+def _post(settings: Settings, action: str, body: str) -> object:
+    server = settings.memory_server
+    assert server.url is not None
+    url = server.url.rstrip("/") + f"{HOOKS_PATH}/{action}"
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if server.token:
+        headers["Authorization"] = f"Bearer {server.token}"
+    request = urllib.request.Request(url, data=body.encode("utf-8"), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=server.timeout_seconds) as response:  # noqa: S310 (the configured URL)
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        said = exc.read(500).decode("utf-8", "replace").strip()
+        raise ServerUnavailable(f"the memory server at {server.url} refused ({exc.code}): {said[:200]}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerUnavailable(f"the memory server at {server.url} did not answer ({reason})") from None
+
+
+def answer_remotely(
+    settings: Settings,
+    host: HostAdapter,
+    hook_event: HookEvent,
+    event: HostEvent,
+    session: HostSession,
+    max_tokens: int | None,
+) -> str:
+    """What a hook prints, its work done by the memory server: the context it gives, or the
+    exchanges a stop finishes sent to it. A prompt a stop will need is kept here, as locally."""
+    folder = settings.data_storage_path
+
+    def resolve(user_id: str | None, agent_name: str | None) -> Scope:
+        return resolve_scope(settings, user_id, agent_name)
+
+    if hook_event == "stop":
+        pages = finished_exchanges(host, event, session, folder, resolve)
+        if pages:
+            send_exchanges(
+                settings,
+                StoreRequest(
+                    session_id=session.session_id,
+                    project=session.project,
+                    pages=pages,
+                    agent_name=session.agent_name,
+                    user_id=session.user_id,
+                ),
+            )
+        return host.answer("stop", "")
+    if hook_event == "prompt":
+        keep_prompt(host, event, session, folder, resolve)
+    if hook_event not in host.injects:
+        return host.answer(hook_event, "")
+    asked = ContextRequest(
+        event=hook_event,
+        session_id=session.session_id,
+        project=session.project,
+        prompt=(event.prompt or "")[:MAX_QUERY_CHARS],
+        fresh=event.source in STARTS_OVER or event.source is None,
+        max_tokens=max_tokens,
+        max_chars=host.max_context_chars,
+        agent_name=session.agent_name,
+        user_id=session.user_id,
+    )
+    return host.answer(hook_event, ask_context(settings, asked))

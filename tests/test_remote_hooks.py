@@ -1,0 +1,127 @@
+"""Hooks against a team's memory-mcp HTTP server (memory_server.url / MEMORY_MCP_SERVER_URL): the
+real `memory-mcp hook` command against the real server with bearer tokens. The server stores and
+recalls for the token's user, the hook keeps no memory of its own, and a server that refuses or
+does not answer costs the prompt nothing: one line on stderr, no output, exit 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from command_line import Outcome, cli
+from hook_calls import hook
+from http_helpers import HttpServer, free_port, issue_token
+from sample_memory import write_json
+
+from memory_mcp.store import Scope
+from memory_mcp.store.files.backend import JsonStore
+
+pytestmark = pytest.mark.integration
+
+ALICE = "alice@corp.example"
+TOLD = "We deploy the webshop with make ship, never by hand."
+
+
+def gemini(event: str, session: str, shop: Path, **fields: Any) -> dict[str, Any]:
+    return {"hook_event_name": event, "session_id": session, "cwd": str(shop), "timestamp": f"{session}-t", **fields}
+
+
+@pytest.fixture
+def server_data(tmp_path: Path) -> Path:
+    return tmp_path / "server-data"
+
+
+@pytest.fixture
+def server(tmp_path: Path, server_data: Path) -> Any:
+    config = tmp_path / "server.json"
+    write_json(config, {"data_storage_path": str(server_data)})
+    tokens = {user: issue_token(config, user) for user in (ALICE, "bob")}
+    with HttpServer(config, tmp_path / "server.log") as running:
+        yield running, tokens
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    folder = tmp_path / "code" / "webshop"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def remote(url: str, token: str) -> dict[str, str]:
+    return {"MEMORY_MCP_SERVER_URL": url, "MEMORY_MCP_SERVER_TOKEN": token}
+
+
+def test_hooks_store_and_recall_on_the_server_for_the_tokens_user(
+    server: Any, server_data: Path, home: Path, shop: Path
+) -> None:
+    running, tokens = server
+    alice = remote(running.base, tokens[ALICE])
+    stop = gemini("AfterAgent", "s-one", shop, prompt=TOLD, prompt_response="Noted: make ship.")
+    assert hook(home, "stop", stop, "--host", "gemini", env=alice) == Outcome(0, "", "")
+    pages = JsonStore(server_data).read_pages(Scope(ALICE)).pages
+    assert [(page.user_input, page.thread_id) for page in pages] == [(TOLD, "s-one")]
+    assert pages[0].project is not None and pages[0].project.endswith("webshop")
+    assert not home.exists() or not list(home.rglob("pages.jsonl")), "nothing stored on this machine"
+
+    asked = gemini("BeforeAgent", "s-two", shop, prompt="How do we deploy?")
+    answer = hook(home, "prompt", asked, "--host", "gemini", env=alice)
+    assert (answer.code, answer.stderr) == (0, "")
+    context = json.loads(answer.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("<memory>") and TOLD in context
+    again = hook(home, "prompt", asked, "--host", "gemini", env=alice)
+    assert again == Outcome(0, "", ""), "nothing given twice in a session: the server keeps its ledger"
+
+    bobs = hook(
+        home,
+        "prompt",
+        gemini("BeforeAgent", "s-three", shop, prompt="How do we deploy?"),
+        env=remote(running.base, tokens["bob"]),
+    )
+    assert bobs == Outcome(0, "", ""), "bob's token sees nothing of alice's"
+    other = hook(home, "prompt", asked, "--host", "gemini", "--user", "bob", env=alice)
+    assert other.code == 0 and other.stdout == "" and "403" in other.stderr, "a token names its user alone"
+
+
+def test_a_server_that_refuses_or_is_not_there_costs_the_prompt_nothing(server: Any, home: Path, shop: Path) -> None:
+    running, _ = server
+    asked = gemini("BeforeAgent", "s-one", shop, prompt="How do we deploy?")
+    for env, said in (
+        (remote(running.base, "not-a-token"), "refused (401)"),
+        (remote(f"http://127.0.0.1:{free_port()}", "t"), "did not answer"),
+    ):
+        outcome = hook(home, "prompt", asked, "--host", "gemini", env=env)
+        assert outcome.code == 0 and outcome.stdout == "" and said in outcome.stderr
+        assert len(outcome.stderr.strip().splitlines()) == 1
+        stop = hook(home, "stop", gemini("AfterAgent", "s-one", shop, prompt=TOLD, prompt_response="ok"), env=env)
+        assert stop.code == 0 and stop.stdout == "" and said in stop.stderr
+
+
+def test_a_host_whose_stop_lacks_the_prompt_pairs_it_here_and_stores_it_there(
+    server: Any, server_data: Path, home: Path, shop: Path
+) -> None:
+    running, tokens = server
+    alice = remote(running.base, tokens[ALICE])
+    common = {
+        "conversation_id": "c-1",
+        "generation_id": "g-1",
+        "cursor_version": "2.1.7",
+        "workspace_roots": [str(shop)],
+    }
+    hook(home, "prompt", {**common, "hook_event_name": "beforeSubmitPrompt", "prompt": TOLD}, env=alice)
+    hook(home, "stop", {**common, "hook_event_name": "afterAgentResponse", "text": "Noted."}, env=alice)
+    assert [page.user_input for page in JsonStore(server_data).read_pages(Scope(ALICE)).pages] == [TOLD]
+
+
+def test_the_server_can_be_set_in_the_config_file(
+    server: Any, server_data: Path, home: Path, shop: Path, tmp_path: Path
+) -> None:
+    running, tokens = server
+    config = tmp_path / "hooks.json"
+    write_json(config, {"memory_server": {"url": running.base, "token": tokens[ALICE], "timeout_seconds": 3}})
+    stop = gemini("AfterAgent", "s-one", shop, prompt=TOLD, prompt_response="ok")
+    assert cli(home, "--config", config, "hook", "stop", "--host", "gemini", stdin=json.dumps(stop)) == Outcome(
+        0, "", ""
+    )
+    assert len(JsonStore(server_data).read_pages(Scope(ALICE)).pages) == 1
