@@ -2,7 +2,9 @@
 
 Claude Code runs `memory-mcp hook prompt` before every prompt and waits for it, and importing the
 whole package takes a quarter of a second: when a hook helper is listening, it answers instead
-(`hook_helper`). Everything else, and a prompt hook with no helper, goes on to the command line.
+(`hook_helper`). A stdio server becomes a relay to the one process every session shares
+(`stdio_relay`), unless sharing is off. Everything else, and a prompt hook with no helper, goes on
+to the command line.
 """
 
 from __future__ import annotations
@@ -56,9 +58,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(answer["stderr"])
             return 0
         sys.stdin = io.StringIO(event)  # read already: the command line reads it again
+    elif not words:
+        status = _relayed(arguments)
+        if status is not None:
+            return status
     from memory_mcp.cli.main import main as command_line
 
     return command_line(arguments, keep_hook_helper=True)
+
+
+def _relayed(arguments: list[str]) -> int | None:
+    """Serve over stdio through the shared process: the exit status, or None to serve here."""
+    from memory_mcp.cli.stdio_relay import relay_stdio, relayed_options
+
+    options = relayed_options(arguments)
+    return None if options is None else relay_stdio(options, process_environment())
 
 
 def _helper_answer(arguments: list[str], event: str) -> dict[str, str] | None:

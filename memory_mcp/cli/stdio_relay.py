@@ -1,0 +1,323 @@
+"""The `memory-mcp` a host starts for stdio, as a relay: it pipes the host's newline-delimited
+JSON-RPC to the one process that serves every stdio session of this user (`memory_mcp.mcp.daemon`),
+starting that process when nobody answers, so memory is loaded once however many sessions run.
+
+Standard library only, and nothing heavy: it starts in tens of milliseconds and stays small. The
+shared process is found by a socket in the data folder's run/ folder (owner-only) named by a hash
+of what makes its settings: the package's version and place, the data folder, the config file and
+the environment variables settings read. Its first line says where the host started this process
+(that folder is the session's project); then bytes pass untouched both ways.
+
+If the shared process dies mid-call, every request it did not answer gets a JSON-RPC error here, so
+the host sees the call fail (an exchange is acknowledged only once it is on disk); then a new one is
+started and the session's `initialize` replayed to it, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from memory_mcp import __version__
+from memory_mcp.base.environment import default_data_path
+from memory_mcp.hosts.relay import RUN_FOLDER, is_private_folder, socket_address
+
+if TYPE_CHECKING:
+    import subprocess
+
+SHARING_VARIABLE = "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"
+# Variables the settings read: sessions that differ in them are served by different processes.
+SETTINGS_VARIABLE_PREFIXES = ("MEMORY_MCP_", "OPENAI_")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The shared process's exit statuses (memory_mcp.mcp.daemon): sharing is off, or it cannot serve.
+EXIT_NOT_SHARED, EXIT_CANNOT_SERVE = 3, 4
+DAEMON_MODULE = "memory_mcp.mcp.daemon"
+# A shared process binds its socket once its store is open; one that takes longer has a problem,
+# and the session is served in this process instead.
+START_WAIT_SECONDS = 60.0
+CONNECT_RETRY_SECONDS = 0.02
+GREETING_SECONDS = 10.0
+# Replacements of a shared process that died, per session: past them, the session ends.
+MAX_RESTARTS = 5
+INTERNAL_ERROR = -32603
+UNANSWERED = (
+    "memory-mcp: the shared memory process ended before answering, so this call was not acknowledged "
+    "(an add_memory may or may not have been stored); a new process now serves this session: try again"
+)
+
+
+def relayed_options(arguments: Sequence[str]) -> dict[str, str] | None:
+    """The options of a command line that serves over stdio and nothing else (`--config`,
+    `--log-level`, `--transport stdio`), or None for any other command line: it goes on to the
+    command line itself, unchanged."""
+    options, given = {}, iter(arguments)
+    for word in given:
+        name, equals, value = word.partition("=")
+        if name not in ("--config", "--log-level", "--transport"):
+            return None
+        if not equals:
+            value = next(given, "")
+        if not value:
+            return None
+        options[name] = value
+    if options.get("--transport", "stdio") != "stdio" or options.get("--log-level", "INFO") not in LOG_LEVELS:
+        return None
+    return options
+
+
+def sharing_off(environ: Mapping[str, str]) -> bool:
+    """Whether the environment turns sharing off (its variable at 0), known without reading settings.
+    The variable wins over the config file (see load_settings), so this answer is final; a config
+    file's 0 is seen by the shared process, which then exits at once and the session is served here."""
+    try:
+        return float(environ.get(SHARING_VARIABLE) or "nan") == 0
+    except ValueError:
+        return False  # the settings report it as they load
+
+
+def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
+    """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
+    home = default_data_path(environ).absolute()
+    variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES))
+    made_of = [__version__, str(Path(__file__).resolve().parents[1]), str(home), config, variables]
+    name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
+    return home / RUN_FOLDER / f"shared-{name}.sock"
+
+
+class Connection:
+    """A connection to a shared process, past its greeting."""
+
+    def __init__(self, sock: socket.socket, pid: int) -> None:
+        self.socket, self.pid = sock, pid
+        self.lines = sock.makefile("rb")
+
+
+def connect(socket_path: Path, folder: str) -> Connection | None:
+    """A connection to the process listening at `socket_path`, told `folder`; None when nobody
+    answers there (no socket, a stale one, a process closing down)."""
+    if not is_private_folder(socket_path.parent):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(GREETING_SECONDS)
+        with socket_address(socket_path) as address:
+            sock.connect(address)
+        sock.sendall(json.dumps({"cwd": folder}).encode() + b"\n")
+        greeting = b""
+        while not greeting.endswith(b"\n"):  # the process says nothing more until asked
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise ConnectionResetError("closed before its greeting")
+            greeting += chunk
+        pid = int(json.loads(greeting)["pid"])
+        sock.settimeout(None)
+    except (OSError, ValueError, KeyError, TypeError):
+        sock.close()
+        return None
+    return Connection(sock, pid)
+
+
+class Launcher:
+    """Reaches the shared process for one session's settings, starting it when nobody answers."""
+
+    def __init__(self, environ: Mapping[str, str], config: str | None, folder: str) -> None:
+        self.environ = dict(environ)
+        self.config = None if config is None else str(Path(config).expanduser().absolute())
+        self.folder = folder
+        self.socket_path = shared_socket(environ, self.config)
+        if "MEMORY_MCP_HOME" in self.environ:  # the shared process works in its socket's folder
+            self.environ["MEMORY_MCP_HOME"] = str(default_data_path(environ).absolute())
+
+    def reach(self) -> Connection | int:
+        """A connection, or the exit status of a shared process that would not serve."""
+        connection = connect(self.socket_path, self.folder)
+        if connection is not None:
+            return connection
+        child, deadline = self._start(), time.monotonic() + START_WAIT_SECONDS
+        while child is not None and time.monotonic() < deadline:
+            connection = connect(self.socket_path, self.folder)
+            if connection is not None:
+                return connection
+            status = child.poll()
+            if status in (EXIT_NOT_SHARED, EXIT_CANNOT_SERVE):
+                return status
+            if status is not None:  # killed while starting, or it served and left since: another
+                child = self._start()
+            time.sleep(CONNECT_RETRY_SECONDS)
+        return EXIT_CANNOT_SERVE
+
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        """A new shared process, on its way (it makes its folder and logs to a file there)."""
+        import subprocess
+
+        if not hasattr(os, "setsid"):
+            return None
+        command = [sys.executable, "-m", DAEMON_MODULE, str(self.socket_path)]
+        return subprocess.Popen(
+            [*command, *([self.config] if self.config else [])],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.environ,
+            start_new_session=True,
+        )
+
+
+def request_key(message: Any) -> str | None:
+    """The id of a request (as JSON text: 1 and "1" are different ids), None for anything else."""
+    if isinstance(message, dict) and "method" in message and "id" in message:
+        return json.dumps(message["id"])
+    return None
+
+
+def answer_key(message: Any) -> str | None:
+    """The id a response answers, None for anything else."""
+    if isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message):
+        return json.dumps(message.get("id"))
+    return None
+
+
+def parsed(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None  # the shared process answers it (parse error): nothing to track
+
+
+class Relay:
+    """Two directions: the host's lines to the shared process (the calling thread), its lines to
+    the host (a thread of its own, which also replaces a shared process that died)."""
+
+    def __init__(self, launcher: Launcher, connection: Connection, host_in: IO[bytes], host_out: IO[bytes]) -> None:
+        self.launcher, self.connection = launcher, connection
+        self.host_in, self.host_out = host_in, host_out
+        self.lock = threading.Lock()
+        self.unanswered: dict[str, Any] = {}  # key -> the request's id
+        self.initialize: bytes | None = None
+        self.initialized: bytes | None = None
+        self.closing = False
+        self.restarts = 0
+
+    def run(self) -> int:
+        answers = threading.Thread(target=self._to_host, daemon=True)
+        answers.start()
+        for line in iter(self.host_in.readline, b""):
+            self._to_shared(line)
+        with self.lock:
+            self.closing = True
+            connection = self.connection
+        try:
+            connection.socket.shutdown(socket.SHUT_WR)  # the session ends; its answers still come
+        except OSError:
+            pass
+        answers.join(GREETING_SECONDS)
+        return 0
+
+    def _to_shared(self, line: bytes) -> None:
+        message = parsed(line)
+        with self.lock:
+            key = request_key(message)
+            if key is not None:
+                self.unanswered[key] = message["id"]
+                if message.get("method") == "initialize":
+                    self.initialize = line
+            elif isinstance(message, dict) and message.get("method") == "notifications/initialized":
+                self.initialized = line
+            connection = self.connection  # sent outside the lock: a full socket must not stop answers
+        try:
+            connection.socket.sendall(line)
+        except OSError:
+            pass  # the process died: `_to_host` answers this request and replaces it
+
+    def _to_host(self) -> None:
+        while True:
+            try:
+                line = self.connection.lines.readline()
+            except OSError:
+                line = b""
+            if line:
+                key = answer_key(parsed(line))
+                if key is not None:
+                    with self.lock:
+                        self.unanswered.pop(key, None)
+                self._write(line)
+                continue
+            with self.lock:
+                if self.closing:
+                    return
+                self._answer_unanswered()
+                if not self._replace():
+                    self.host_out.flush()
+                    os._exit(1)  # no process to serve the session: the host sees its server end
+
+    def _answer_unanswered(self) -> None:
+        for request_id in self.unanswered.values():
+            error = {"code": INTERNAL_ERROR, "message": UNANSWERED}
+            self._write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode() + b"\n")
+        self.unanswered.clear()
+
+    def _replace(self) -> bool:
+        """Connect to a new shared process (the lock held) and replay the session's start to it."""
+        self.connection.socket.close()
+        while self.restarts < MAX_RESTARTS:
+            self.restarts += 1
+            connection = self.launcher.reach()
+            if not isinstance(connection, Connection):
+                break
+            if self._replay(connection):
+                print(
+                    f"memory-mcp: shared process {self.connection.pid} ended; {connection.pid} serves on",
+                    file=sys.stderr,
+                )
+                self.connection = connection
+                return True
+            connection.socket.close()
+        print("memory-mcp: the shared process ended and no other could be started: ending the session", file=sys.stderr)
+        return False
+
+    def _replay(self, connection: Connection) -> bool:
+        """Send the session's `initialize` and `notifications/initialized` again, its answer dropped."""
+        if self.initialize is None:
+            return True
+        try:
+            connection.socket.sendall(self.initialize)
+            wanted = request_key(parsed(self.initialize))
+            while answer_key(parsed(line := connection.lines.readline())) != wanted:
+                if not line:
+                    return False
+            if self.initialized is not None:
+                connection.socket.sendall(self.initialized)
+        except OSError:
+            return False
+        return True
+
+    def _write(self, line: bytes) -> None:
+        try:
+            self.host_out.write(line)
+            self.host_out.flush()
+        except OSError:
+            os._exit(0)  # the host is gone
+
+
+def relay_stdio(options: Mapping[str, str], environ: Mapping[str, str]) -> int | None:
+    """Serve this session through the shared process: its exit status, or None when this process
+    must serve it itself (sharing off, no Unix sockets, or a shared process that would not serve)."""
+    if not hasattr(socket, "AF_UNIX") or sharing_off(environ):
+        return None
+    try:
+        folder = os.getcwd()
+    except OSError:  # a folder removed under the host: the command line says so
+        return None
+    launcher = Launcher(environ, options.get("--config"), folder)
+    connection = launcher.reach()
+    if not isinstance(connection, Connection):
+        return None
+    return Relay(launcher, connection, sys.stdin.buffer, sys.stdout.buffer).run()

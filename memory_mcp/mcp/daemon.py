@@ -1,0 +1,247 @@
+"""The process every stdio session of a user shares, so that memory is loaded once however many host
+sessions run (each stdio server loading its own copy took about 100 MB at 10,000 exchanges).
+
+The `memory-mcp` a host starts relays its stdin and stdout to a Unix socket here
+(`memory_mcp.cli.stdio_relay`), and starts this process when nobody answers there:
+`python -m memory_mcp.mcp.daemon SOCKET [CONFIG]`, in the socket's folder (owner-only). Each
+connection is one MCP session of its own server, whose calls without a project are about the folder
+its host started it in (the first line the relay sends); all share one `MemoryService`. It serves
+only its own user (the peer's uid, where the system tells it), exits after
+`shared_process_idle_minutes` without a session (its pending updates get the same bounded flush as a
+stdio server's), or once its socket is removed; a session whose client dies ends alone.
+
+An exchange is acknowledged only once it is on disk, as in a server of its own: a process killed
+mid-call leaves its calls unanswered, and the relay answers them with an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from memory_mcp import __version__
+from memory_mcp.base.errors import MemoryServiceError
+from memory_mcp.base.projects import project_of
+from memory_mcp.base.settings import ConfigError, load_settings
+from memory_mcp.mcp.server import build_server
+from memory_mcp.mcp.stdio import serve_streams, socket_transport
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store.durable import FileLock, LockTimeout, ensure_directory
+
+log = logging.getLogger(__name__)
+
+# Exit statuses the relay reads: sharing is off, or this process cannot serve (the relay then
+# serves in its own process, which reports a bad config or an unreachable store as it always has).
+EXIT_NOT_SHARED = 3
+EXIT_CANNOT_SERVE = 4
+# How often an idle process looks at the clock and at its socket.
+POLL_SECONDS = 1.0
+# Another process holding the lock is closing down (idle) or starting: it has this long.
+LOCK_WAIT_SECONDS = 30.0
+LOCK_POLL_SECONDS = 0.05
+SERVERS_KEPT = 64
+MAX_HELLO_BYTES = 64 * 1024
+MAX_LOG_BYTES = 1024 * 1024
+SOCKET_MODE_MASK = 0o177  # the socket file is its owner's alone (0600)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`SOCKET [CONFIG]`: serve every session that connects to SOCKET until idle."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    socket_path, config = Path(arguments[0]), Path(arguments[1]) if arguments[1:] else None
+    ensure_directory(socket_path.parent)
+    if not _private(socket_path.parent):
+        return EXIT_CANNOT_SERVE  # what listened there could not be trusted: each session serves itself
+    _log_to(socket_path.with_suffix(".log"))
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(config)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return EXIT_CANNOT_SERVE
+    if settings.shared_process_idle_minutes <= 0:
+        return EXIT_NOT_SHARED
+    lock = FileLock(socket_path.with_suffix(".lock"))
+    held = _take_lock(lock, socket_path)
+    if held is not None:
+        return held
+    try:
+        try:
+            service = MemoryService(settings)
+        except MemoryServiceError as exc:
+            log.error("%s", exc)
+            return EXIT_CANNOT_SERVE
+        log.info("memory-mcp %s shared process %d; data in %s", __version__, os.getpid(), service.location)
+        service.start()
+        try:
+            listener = listen(socket_path)
+            socket_path.with_suffix(".pid").write_text(f"{os.getpid()}\n", encoding="ascii")  # who serves, for people
+            anyio.run(serve_shared, service, listener, socket_path, settings.shared_process_idle_minutes * 60)
+        finally:
+            left = service.close()
+            log.info(
+                "stopped; %s", f"{left} memory updates left to resume at next start" if left else "nothing pending"
+            )
+    finally:
+        lock.release()
+    return 0
+
+
+def _take_lock(lock: FileLock, socket_path: Path) -> int | None:
+    """Hold the lock that makes this process the one serving at `socket_path` (None), or the exit
+    status that says why not. Of processes started at once, the first serves: the others leave as
+    soon as its socket is there. One closing down (idle) holds the lock until its updates are
+    flushed, its socket already gone: wait for it."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            lock.acquire(timeout=0)
+        except LockTimeout:
+            if socket_path.exists():
+                return 0  # another serves
+            if time.monotonic() > deadline:
+                log.error("another process has held %s for %g s without serving", lock.path, LOCK_WAIT_SECONDS)
+                return EXIT_CANNOT_SERVE
+            time.sleep(LOCK_POLL_SECONDS)
+            continue
+        socket_path.unlink(missing_ok=True)  # left by a process that was killed: from now on, it means serving
+        return None
+
+
+def _private(folder: Path) -> bool:
+    """A real folder of this user's that nobody else may enter (the relay checks the same)."""
+    info = folder.lstat()
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+
+def _log_to(path: Path) -> None:
+    """stderr to `path` (owner-only, started afresh once large), for whoever wonders what happened."""
+    if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
+        path.unlink()
+    log_file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_file, 2)
+    os.close(log_file)
+
+
+def listen(socket_path: Path) -> socket.socket:
+    """A socket listening at `socket_path` (the lock held), bound from inside its folder: a data folder
+    deep enough would make the whole path too long for a socket address."""
+    os.chdir(socket_path.parent)  # still a single thread: nothing else depends on the working folder
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(SOCKET_MODE_MASK)
+    try:
+        listener.bind(socket_path.name)
+    finally:
+        os.umask(previous)
+    listener.listen(64)
+    return listener
+
+
+class Sessions:
+    """How many sessions are open, and since when none has been."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.none_since = time.monotonic()
+
+    def idle_for(self) -> float:
+        return 0.0 if self.open else time.monotonic() - self.none_since
+
+
+async def serve_shared(service: MemoryService, listener: socket.socket, socket_path: Path, idle_seconds: float) -> None:
+    """Serve each connection to `listener` as its own session until no session has been open for
+    `idle_seconds`, the socket file is gone, or a stop signal comes."""
+    sessions, ours = Sessions(), socket_path.stat().st_ino
+    # One server per project serves all its sessions (each is its own on the wire): building one
+    # takes ~0.1 s, done in a thread so that sessions already open are not kept waiting.
+    servers = functools.lru_cache(maxsize=SERVERS_KEPT)(functools.partial(_server_for, service))
+    accepting = await anyio.abc.SocketListener.from_socket(listener)
+    async with accepting, anyio.create_task_group() as group:
+
+        async def accept() -> None:
+            while True:
+                stream = await accepting.accept()
+                group.start_soon(serve_connection, stream, servers, sessions)
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("%s: finishing pending memory updates, then exiting", signal.Signals(signum).name)
+                    group.cancel_scope.cancel()
+
+        group.start_soon(accept)
+        group.start_soon(stop_on_signal)
+        while sessions.idle_for() < idle_seconds:
+            await anyio.sleep(POLL_SECONDS)
+            if _inode(socket_path) != ours and not sessions.open:
+                break
+        log.info("no session for %g minutes: exiting", idle_seconds / 60)
+        group.cancel_scope.cancel()
+    if _inode(socket_path) == ours:
+        socket_path.unlink(missing_ok=True)
+
+
+async def serve_connection(
+    stream: anyio.abc.SocketStream, servers: Callable[[str | None], Any], sessions: Sessions
+) -> None:
+    """One session: the relay's first line names its host's folder, this process answers with its
+    pid, then MCP flows, one JSON-RPC message a line, until the relay closes."""
+    sessions.open += 1
+    try:
+        async with stream:
+            if not same_user(stream):
+                log.warning("refused a connection from another user")
+                return
+            received = BufferedByteReceiveStream(stream)
+            hello = json.loads(await received.receive_until(b"\n", MAX_HELLO_BYTES))
+            await stream.send(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+            server = await anyio.to_thread.run_sync(servers, project_of(hello.get("cwd")))
+            async with socket_transport(received, stream) as (read_stream, write_stream):
+                await serve_streams(server, read_stream, write_stream)
+    except Exception:  # one session failing, however, must not end the others: log it, serve on
+        log.exception("a session ended with an error")
+    finally:
+        sessions.open -= 1
+        sessions.none_since = time.monotonic()
+
+
+def _server_for(service: MemoryService, project: str | None) -> Any:  # an MCPServer
+    return build_server(service, default_project=project)
+
+
+def same_user(stream: anyio.abc.SocketStream) -> bool:
+    """Whether the process at the other end runs as this user. Linux says (SO_PEERCRED); elsewhere
+    the owner-only folder around the socket is what keeps other users out."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    raw = stream.extra(SocketAttribute.raw_socket)
+    _pid, uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return bool(uid == os.getuid())
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

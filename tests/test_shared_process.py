@@ -1,0 +1,228 @@
+"""One process per user serves every stdio session: the `memory-mcp` each host starts relays to it,
+starts it when it is not there, and survives it; it survives a client that dies, and leaves when
+idle. Run as hosts run the server: the command, each session a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stdio_helpers
+from project import PYTHON
+from stdio_helpers import RawServer, add, connect_command, recall, run
+from waiting import wait_until
+
+from memory_mcp.cli.stdio_relay import relayed_options, shared_socket
+
+pytestmark = pytest.mark.integration
+
+# `memory-mcp`, as its console script runs it.
+COMMAND = [PYTHON, "-c", "import sys; from memory_mcp.cli.entry import main; sys.exit(main())"]
+START_SECONDS = 60  # a shared process to start and answer, on a loaded machine
+
+
+def command_of(pid: str) -> list[bytes]:
+    try:
+        return Path("/proc", pid, "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []  # gone
+
+
+def shared_processes(home: Path) -> list[int]:
+    """Shared processes serving the data home `home` (Linux's /proc): their socket is in it."""
+    return [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and is_shared_process_of(command_of(pid), str(home).encode())
+    ]
+
+
+def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
+    return b"memory_mcp.mcp.daemon" in command and any(part.startswith(home) for part in command)
+
+
+def pid_file_says(home: Path) -> int:
+    (pid_file,) = (home / "run").glob("shared-*.pid")
+    return int(pid_file.read_text(encoding="ascii"))
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0
+
+
+@pytest.fixture
+def env(home: Path) -> dict[str, str]:
+    return {"MEMORY_MCP_HOME": str(home)}
+
+
+@pytest.fixture(autouse=True)
+def stop_shared(home: Path) -> Iterator[None]:
+    """The shared processes a test started end with it."""
+    yield
+    for pid in shared_processes(home):
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda pid=pid: gone(pid), 30, "the shared process to exit")
+
+
+@pytest.fixture
+def relay_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RawServer starts `memory-mcp` (and not `python server.py`)."""
+    monkeypatch.setattr(stdio_helpers, "server_command", lambda config, extra_args: COMMAND)
+
+
+def folders(tmp_path: Path, *names: str) -> list[Path]:
+    made = [tmp_path / name for name in names]
+    for folder in made:
+        folder.mkdir()
+    return made
+
+
+def projects_seen(result: dict[str, Any]) -> dict[str, str | None]:
+    pages = result["short_term_memory"] + [hit["page"] if "page" in hit else hit for hit in result["retrieved_pages"]]
+    return {page["user_input"]: page.get("project") for page in pages}
+
+
+def test_sessions_of_two_hosts_share_one_process(home: Path, env: dict[str, str], tmp_path: Path) -> None:
+    app, site = folders(tmp_path, "app", "site")
+
+    async def body() -> tuple[dict[str, Any], dict[str, Any], list[int]]:
+        async with (
+            connect_command(COMMAND, env, cwd=app) as first,
+            connect_command(COMMAND, env, cwd=site) as second,
+        ):
+            await add(first, "The app's notes live in Obsidian", "Noted")
+            await add(second, "The site deploys through Fly.io", "Noted")
+            seen_by_second, seen_by_first = (
+                await recall(second, "Obsidian notes"),
+                await recall(first, "Fly.io deploys"),
+            )
+            return seen_by_first, seen_by_second, shared_processes(home)
+
+    seen_by_first, seen_by_second, serving = run(body, START_SECONDS)
+    assert serving == [pid_file_says(home)]
+    assert projects_seen(seen_by_second)["The app's notes live in Obsidian"] == str(app)
+    assert projects_seen(seen_by_first)["The site deploys through Fly.io"] == str(site)
+
+
+def test_a_client_killed_mid_call_ends_its_session_alone(
+    home: Path, env: dict[str, str], tmp_path: Path, relay_command: None
+) -> None:
+    async def body() -> None:
+        async with connect_command(COMMAND, env, cwd=tmp_path) as survivor:
+            await add(survivor, "Before the crash", "Noted")
+            serving = shared_processes(home)
+            with RawServer(home, tmp_path / "doomed.log", cwd=tmp_path) as doomed:
+                doomed.initialize()
+                doomed.send(tool_call(7, "add_memory", {"user_input": "x " * 50_000, "agent_response": "y"}))
+                doomed.kill()  # SIGKILL, the call in flight
+            await add(survivor, "After the crash", "Noted")
+            assert "Before the crash" in projects_seen(await recall(survivor, "crash"))
+            assert shared_processes(home) == serving
+
+    run(body, START_SECONDS)
+
+
+def tool_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def answer_to(session: RawServer, request_id: int) -> dict[str, Any]:
+    def answered() -> dict[str, Any] | None:
+        for line in session.stdout_lines:
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return dict(message)
+        return None
+
+    wait_until(answered, START_SECONDS, f"an answer to request {request_id}")
+    answer = answered()
+    assert answer is not None
+    return answer
+
+
+def test_the_shared_process_killed_mid_add_loses_nothing_acknowledged(
+    home: Path, tmp_path: Path, relay_command: None
+) -> None:
+    words = ["kumquat", "quokka", "axolotl"]
+    acknowledged, failed = [], []
+    with RawServer(home, tmp_path / "session.log", cwd=tmp_path) as session:
+        session.initialize()
+        for n, word in enumerate(words):
+            (serving,) = shared_processes(home)
+            session.send(tool_call(100 + n, "add_memory", {"user_input": f"My {word} is fine", "agent_response": "ok"}))
+            os.kill(serving, signal.SIGKILL)
+            answer = answer_to(session, 100 + n)
+            (acknowledged if "result" in answer and not answer["result"].get("isError") else failed).append(word)
+            assert "result" in answer or "not acknowledged" in answer["error"]["message"]
+            found = session.call_tool("retrieve_memory", {"query": " ".join(words)})  # served by a new process
+            assert not found["result"].get("isError"), found
+            (replacement,) = shared_processes(home)
+            assert replacement != serving
+    stored = json.dumps(found["result"]["structuredContent"])
+    assert all(word in stored for word in acknowledged), (acknowledged, failed)
+
+
+def test_the_shared_process_leaves_when_idle(home: Path, env: dict[str, str], tmp_path: Path) -> None:
+    env["MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"] = "0.02"
+
+    async def body() -> list[int]:
+        async with connect_command(COMMAND, env, cwd=tmp_path) as client:
+            await add(client, "Remembered before the process left", "Noted")
+            return shared_processes(home)
+
+    (serving,) = run(body, START_SECONDS)
+    wait_until(lambda: gone(serving), 30, "the idle shared process to exit")
+    assert not list((home / "run").glob("shared-*.sock"))
+
+
+@pytest.mark.parametrize("switch", ["environment", "config file"])
+def test_idle_minutes_zero_serves_each_session_in_its_own_process(
+    home: Path, env: dict[str, str], tmp_path: Path, switch: str
+) -> None:
+    if switch == "environment":
+        env["MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"] = "0"
+    else:
+        home.mkdir(parents=True)
+        (home / "config.json").write_text(json.dumps({"shared_process_idle_minutes": 0}), encoding="utf-8")
+
+    async def body() -> list[int]:
+        async with connect_command(COMMAND, env, cwd=tmp_path) as first, connect_command(COMMAND, env) as second:
+            await add(first, "Served in a process of its own", "Noted")
+            assert "Served in a process of its own" in projects_seen(await recall(second, "process of its own"))
+            return shared_processes(home)
+
+    assert run(body, START_SECONDS) == []
+
+
+def test_only_a_plain_stdio_server_is_relayed() -> None:
+    assert relayed_options([]) == {}
+    assert relayed_options(["--config", "c.json", "--log-level=DEBUG"]) == {
+        "--config": "c.json",
+        "--log-level": "DEBUG",
+    }
+    assert relayed_options(["--transport", "stdio"]) == {"--transport": "stdio"}
+    for other in (["--transport", "streamable-http"], ["--port", "1"], ["--help"], ["--config"], ["--log-level", "x"]):
+        assert relayed_options(other) is None
+
+
+def test_settings_that_differ_are_served_by_different_processes(tmp_path: Path) -> None:
+    home = {"MEMORY_MCP_HOME": str(tmp_path)}
+    assert shared_socket(home, None) == shared_socket(dict(home), None)
+    assert shared_socket(home, None).parent == tmp_path / "run"
+    assert shared_socket(home, None) != shared_socket(home, "/x/config.json")
+    assert shared_socket(home, None) != shared_socket(home | {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, None)
+    assert shared_socket(home, None) == shared_socket(home | {"PATH": "/elsewhere"}, None)
