@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
-from memory_mcp.models import Page
+from memory_mcp.models import ExportDocument, ImportRequest, MemoryDocument, Page
 from memory_mcp.portability.chatgpt import chatgpt_conversations, is_chatgpt
 from memory_mcp.portability.claude_ai import claude_ai_conversations, is_claude_ai
 from memory_mcp.portability.exchanges import Conversation
@@ -89,6 +90,14 @@ def batches(history: History, max_text_chars: int, size: int = BATCH_EXCHANGES) 
         if len(pending) >= size or done == len(history.conversations):
             yield Batch(pending, done)
             pending = []
+
+
+def merging_imports(history: History, user_id: str, max_text_chars: int) -> Iterator[tuple[Batch, ImportRequest]]:
+    """Each batch as the ordinary merging import into `user_id`'s memory that stores it (or that
+    `preview_import` checks and counts): no facts, the batch's exchanges as pages."""
+    for batch in batches(history, max_text_chars):
+        document = ExportDocument(exported_at=utc_now(), user_id=user_id, memory=MemoryDocument(), pages=batch.pages)
+        yield batch, ImportRequest.build(data=document.model_dump(mode="json"), mode="merge")
 
 
 def _export_conversations(source: Path, data: Any, kind: str | None) -> tuple[str, list[Conversation]]:
