@@ -1,5 +1,5 @@
 """The dashboard's forms that change memory: facts added, edited and deleted, an exchange or a whole
-memory forgotten, extraction run now, a document imported (previewed first).
+memory forgotten, extraction run now, a document or past conversations imported (previewed first).
 
 Each is taken only from the dashboard's own pages (or with a bearer token), goes through the
 service, and answers 303 to the memory's page; refused, it shows that page again with the reason
@@ -12,14 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL, FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from memory_mcp.base.errors import InvalidInput, NotFound
-from memory_mcp.dashboard.context import Memory, path, refusal, render, service_of
+from memory_mcp.dashboard import past_conversations
+from memory_mcp.dashboard.context import Memory, dashboard_of, path, refusal, render, service_of
 from memory_mcp.dashboard.gate import viewer
 from memory_mcp.dashboard.pages import memory_page
+from memory_mcp.dashboard.past_conversations import is_past_conversations
+from memory_mcp.dashboard.uploads import TooLarge, upload_form
 from memory_mcp.models import (
     AddFactRequest,
     DeleteFactRequest,
@@ -29,6 +33,8 @@ from memory_mcp.models import (
     ImportRequest,
     UpdateFactRequest,
 )
+
+HEAD_BYTES = 1024  # read of an upload to tell an export of past conversations from a document
 
 
 async def add_fact(request: Request, memory: Memory) -> Response:
@@ -144,17 +150,27 @@ async def changing(
 
 
 async def import_preview(request: Request, memory: Memory) -> Response:
-    """An uploaded document checked and counted against this user's memory; nothing written."""
+    """An uploaded file checked and counted against this user's memory; nothing written. A
+    ChatGPT or Claude.ai export is held for its Import (past_conversations.py); a document of
+    memory-mcp's own goes back in the page."""
     if (refused := cross_site(request)) is not None:
         return refused
-    form = await request.form()
+    try:
+        form = await upload_form(request)
+    except InvalidInput as exc:
+        return _import_refused(request, memory, exc, "merge")
     upload, mode = form.get("file"), str(form.get("mode", "merge"))
+    if isinstance(upload, UploadFile):
+        head = await upload.read(HEAD_BYTES)
+        await upload.seek(0)
+        if is_past_conversations(head):
+            return await _conversations_preview(request, memory, upload, mode)
     text = (await upload.read()).decode("utf-8", errors="replace") if isinstance(upload, UploadFile) else ""
     try:
         data = _import_data(text)
         preview = service_of(request).preview_import(ImportRequest.build(data=data, mode=mode, user_id=memory.user_id))
     except InvalidInput as exc:
-        return render(request, "import.html", status=400, memory=memory, error=str(exc), mode=mode)
+        return _import_refused(request, memory, exc, mode)
     return render(
         request,
         "import.html",
@@ -170,14 +186,45 @@ async def import_preview(request: Request, memory: Memory) -> Response:
 async def import_apply(request: Request, memory: Memory) -> Response:
     if (refused := cross_site(request)) is not None:
         return refused
-    form = await request.form()
-    mode = str(form.get("mode", "merge"))
     try:
-        data = _import_data(str(form.get("document", "")))
-        service_of(request).import_memory(ImportRequest.build(data=data, mode=mode, user_id=memory.user_id))
+        form = await upload_form(request)
     except InvalidInput as exc:
-        return render(request, "import.html", status=400, memory=memory, error=str(exc), mode=mode)
+        return _import_refused(request, memory, exc, "merge")
+    mode = str(form.get("mode", "merge"))
+    held = form.get("held")
+    try:
+        if held is not None:
+            past = dashboard_of(request).held.take(memory, str(held))
+            await run_in_threadpool(past_conversations.store, service_of(request), past)
+        else:
+            data = _import_data(str(form.get("document", "")))
+            service_of(request).import_memory(ImportRequest.build(data=data, mode=mode, user_id=memory.user_id))
+    except InvalidInput as exc:
+        return _import_refused(request, memory, exc, mode)
     return RedirectResponse(memory.url(request, "user"), status_code=303)
+
+
+async def _conversations_preview(request: Request, memory: Memory, upload: UploadFile, mode: str) -> Response:
+    """What importing an uploaded export of past conversations would add and skip, the export
+    held for the Import that confirms it."""
+    service = service_of(request)
+    try:
+        if mode == "replace":
+            raise InvalidInput(
+                "replace does not apply to past conversations: they are added to what is stored "
+                f"(to start over, forget {memory.user_id} first)"
+            )
+        history = await run_in_threadpool(past_conversations.read_upload, upload.file, upload.filename)
+        past = await run_in_threadpool(past_conversations.preview, service, memory.user_id, history)
+    except InvalidInput as exc:
+        return _import_refused(request, memory, exc, mode)
+    held = dashboard_of(request).held.hold(memory, past)
+    return render(request, "import.html", memory=memory, past=past, held=held, mode="merge")
+
+
+def _import_refused(request: Request, memory: Memory, exc: InvalidInput, mode: str) -> Response:
+    status = 413 if isinstance(exc, TooLarge) else 400
+    return render(request, "import.html", status=status, memory=memory, error=str(exc), mode=mode)
 
 
 def cross_site(request: Request) -> Response | None:

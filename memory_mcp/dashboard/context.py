@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.datastructures import URL
@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.templating import Jinja2Templates
 
+from memory_mcp.dashboard.past_conversations import Held
 from memory_mcp.service.memory_service import MemoryService
 
 AGENT_ROUTE = "agent_"  # route names below an agent's root begin with this
@@ -71,6 +72,7 @@ class Dashboard:
     service: MemoryService
     templates: Jinja2Templates
     warmer: Warmer
+    held: Held = field(default_factory=Held)  # exports of past conversations previewed, awaiting Import
 
 
 def dashboard_of(request: Request) -> Dashboard:

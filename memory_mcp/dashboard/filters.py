@@ -50,6 +50,11 @@ def moment(timestamp: str | None) -> Markup:
     return Markup('<time datetime="{}">{}</time>').format(timestamp, shown)
 
 
+def counted(count: int, noun: str) -> str:
+    """`count` in groups of thousands and the noun, singular for one: 20,000 exchanges."""
+    return f"{count:,} {noun if count == 1 else noun + 's'}"
+
+
 def session_name(view: SessionView) -> str:
     """thread:trip-planning -> thread trip-planning; day:2026-11-24 -> 2026-11-24 (no thread)."""
     kind, _, key = view.name.partition(":")
@@ -61,6 +66,7 @@ FILTERS = {
     "marked": marked,
     "spelled": spelled,
     "moment": moment,
+    "counted": counted,
     "session_name": session_name,
     "session": session_of,
 }

@@ -12,6 +12,7 @@ from starlette.templating import Jinja2Templates
 from memory_mcp.base.phrases import extraction_said, waiting_said
 from memory_mcp.dashboard.context import Memory, path
 from memory_mcp.dashboard.filters import FILTERS
+from memory_mcp.dashboard.uploads import MAX_UPLOAD_BYTES, MEGABYTE
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -25,6 +26,7 @@ def build_templates(tokens_on: bool) -> Jinja2Templates:
     templates.env.globals["at"] = at
     templates.env.globals["extraction_said"] = extraction_said
     templates.env.globals["waiting_said"] = waiting_said
+    templates.env.globals["max_upload_mb"] = MAX_UPLOAD_BYTES // MEGABYTE
     return templates
 
 
