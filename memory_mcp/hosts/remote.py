@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
+from memory_mcp.base.ids import validate_identifier
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
 from memory_mcp.hosts.hooks import STARTS_OVER, finished_exchanges, keep_prompt
@@ -30,36 +31,42 @@ from memory_mcp.store import Scope
 HOOKS_PATH = "/hooks"
 
 
-class ContextRequest(BaseModel):
-    """What a session-start or prompt hook asks the server for."""
+def _identifier(value: str | None, info: ValidationInfo) -> str | None:
+    return None if value is None else validate_identifier(info.field_name or "id", value)
+
+
+Identifier = Annotated[str | None, AfterValidator(_identifier)]
+
+
+class HookRequest(BaseModel):
+    """What every request of a hook names: its session, its project, whose memory."""
 
     model_config = ConfigDict(extra="forbid")
 
-    event: Literal["session-start", "prompt"]
     session_id: str = Field(max_length=512)
     project: str | None = Field(None, max_length=4096)
+    agent_name: Identifier = None
+    user_id: Identifier = None  # a server with tokens serves the token's user alone
+
+
+class ContextRequest(HookRequest):
+    """What a session-start or prompt hook asks the server for."""
+
+    event: Literal["session-start", "prompt"]
     prompt: str = Field("", max_length=20_000)
     fresh: bool = True  # session-start: the session holds nothing given before
     max_tokens: int | None = Field(None, ge=100, le=8000)
     max_chars: int = Field(10_000, ge=0, le=100_000)
-    agent_name: str | None = None
-    user_id: str | None = None  # a server with tokens serves the token's user alone
 
 
 class ContextAnswer(BaseModel):
     context: str
 
 
-class StoreRequest(BaseModel):
+class StoreRequest(HookRequest):
     """The finished exchanges a stop hook sends the server to store."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str = Field(max_length=512)
-    project: str | None = Field(None, max_length=4096)
     pages: list[Page] = Field(max_length=1000)
-    agent_name: str | None = None
-    user_id: str | None = None
 
 
 class StoreAnswer(BaseModel):

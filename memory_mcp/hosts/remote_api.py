@@ -8,62 +8,67 @@ server's default serves.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from memory_mcp.base.errors import InvalidInput
-from memory_mcp.base.ids import validate_identifier
 from memory_mcp.hosts.hooks import store_exchanges
 from memory_mcp.hosts.injection import HostSession, prompt_block, session_digest
-from memory_mcp.hosts.remote import ContextAnswer, ContextRequest, StoreAnswer, StoreRequest
+from memory_mcp.hosts.remote import ContextAnswer, ContextRequest, HookRequest, StoreAnswer, StoreRequest
 from memory_mcp.service.access import TokenRegistry, bearer_user
 from memory_mcp.service.memory_service import MemoryService
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 
 
 def hooks_app(service: MemoryService, registry: TokenRegistry | None) -> Starlette:
     """The ASGI app serving hooks under the server's /hooks/."""
 
-    async def context(request: Request) -> JSONResponse:
-        asked = await _read(request, ContextRequest, registry)
-        if isinstance(asked, JSONResponse):
-            return asked
-        text = await anyio.to_thread.run_sync(_context, service, asked)
-        return JSONResponse(ContextAnswer(context=text).model_dump())
+    def endpoint(model: type[HookRequest], work: Callable[[MemoryService, Any], BaseModel]) -> Endpoint:
+        async def handle(request: Request) -> JSONResponse:
+            asked = await _read(request, model, registry)
+            if isinstance(asked, JSONResponse):
+                return asked
+            answer = await anyio.to_thread.run_sync(work, service, asked)
+            return JSONResponse(answer.model_dump())
 
-    async def store(request: Request) -> JSONResponse:
-        sent = await _read(request, StoreRequest, registry)
-        if isinstance(sent, JSONResponse):
-            return sent
-        added = await anyio.to_thread.run_sync(_store, service, sent)
-        return JSONResponse(StoreAnswer(added=added).model_dump())
+        return handle
 
-    return Starlette(routes=[Route("/context", context, methods=["POST"]), Route("/store", store, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/context", endpoint(ContextRequest, _context), methods=["POST"]),
+            Route("/store", endpoint(StoreRequest, _store), methods=["POST"]),
+        ]
+    )
 
 
-def _context(service: MemoryService, asked: ContextRequest) -> str:
+def _context(service: MemoryService, asked: ContextRequest) -> ContextAnswer:
     session = HostSession(asked.user_id, asked.agent_name, asked.session_id, asked.project)
     if asked.event == "prompt":
-        return prompt_block(service, session, asked.prompt, asked.max_tokens, asked.max_chars or None)
-    return session_digest(service, session, asked.max_chars or None, asked.fresh)
+        text = prompt_block(service, session, asked.prompt, asked.max_tokens, asked.max_chars or None)
+    else:
+        text = session_digest(service, session, asked.max_chars or None, asked.fresh)
+    return ContextAnswer(context=text)
 
 
-def _store(service: MemoryService, sent: StoreRequest) -> int:
+def _store(service: MemoryService, sent: StoreRequest) -> StoreAnswer:
     session = HostSession(sent.user_id, sent.agent_name, sent.session_id, sent.project)
     result = store_exchanges(service, sent.pages, session)
     if result.pages_added:
         service.exchanges_arrived(result.user_id, result.agent_name, sent.session_id)
-    return result.pages_added
+    return StoreAnswer(added=result.pages_added)
 
 
-async def _read(request: Request, model: Any, registry: TokenRegistry | None) -> Any:
+async def _read(
+    request: Request, model: type[HookRequest], registry: TokenRegistry | None
+) -> HookRequest | JSONResponse:
     """The request's body as `model`, its user the token's; or the error response to give."""
     user = None
     if registry is not None:
@@ -75,10 +80,7 @@ async def _read(request: Request, model: Any, registry: TokenRegistry | None) ->
         return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, status_code=413)
     try:
         parsed = model.model_validate_json(body)
-        for field in ("user_id", "agent_name"):
-            if getattr(parsed, field):
-                validate_identifier(field, getattr(parsed, field))
-    except (ValidationError, ValueError, InvalidInput) as exc:
+    except ValidationError as exc:
         return JSONResponse({"error": str(exc).splitlines()[0]}, status_code=400)
     if user is not None:
         if parsed.user_id not in (None, user):
