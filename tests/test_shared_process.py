@@ -46,11 +46,6 @@ def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
     return b"memory_mcp.mcp.daemon" in command and any(part.startswith(home) for part in command)
 
 
-def pid_file_says(home: Path) -> int:
-    (pid_file,) = (home / "run").glob("shared-*.pid")
-    return int(pid_file.read_text(encoding="ascii"))
-
-
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -108,7 +103,7 @@ def test_sessions_of_two_hosts_share_one_process(home: Path, env: dict[str, str]
             return seen_by_first, seen_by_second, shared_processes(home)
 
     seen_by_first, seen_by_second, serving = run(body, START_SECONDS)
-    assert serving == [pid_file_says(home)]
+    assert len(serving) == 1
     assert projects_seen(seen_by_second)["The app's notes live in Obsidian"] == str(app)
     assert projects_seen(seen_by_first)["The site deploys through Fly.io"] == str(site)
 

@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from memory_mcp import __version__
 from memory_mcp.base.environment import default_data_path
-from memory_mcp.hosts.relay import RUN_FOLDER, is_private_folder, socket_address
+from memory_mcp.hosts.relay import helper_socket, is_private_folder, socket_address
 
 if TYPE_CHECKING:
     import subprocess
@@ -85,11 +85,11 @@ def sharing_off(environ: Mapping[str, str]) -> bool:
 
 def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
-    home = default_data_path(environ).absolute()
+    run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
     variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES))
-    made_of = [__version__, str(Path(__file__).resolve().parents[1]), str(home), config, variables]
+    made_of = [__version__, str(Path(__file__).resolve().parents[1]), str(run_folder), config, variables]
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
-    return home / RUN_FOLDER / f"shared-{name}.sock"
+    return run_folder / f"shared-{name}.sock"
 
 
 class Connection:
@@ -129,12 +129,12 @@ class Launcher:
     """Reaches the shared process for one session's settings, starting it when nobody answers."""
 
     def __init__(self, environ: Mapping[str, str], config: str | None, folder: str) -> None:
-        self.environ = dict(environ)
+        self.variables = dict(environ)
         self.config = None if config is None else str(Path(config).expanduser().absolute())
         self.folder = folder
         self.socket_path = shared_socket(environ, self.config)
-        if "MEMORY_MCP_HOME" in self.environ:  # the shared process works in its socket's folder
-            self.environ["MEMORY_MCP_HOME"] = str(default_data_path(environ).absolute())
+        if "MEMORY_MCP_HOME" in self.variables:  # the shared process works in its socket's folder
+            self.variables["MEMORY_MCP_HOME"] = str(default_data_path(environ).absolute())
 
     def reach(self) -> Connection | int:
         """A connection, or the exit status of a shared process that would not serve."""
@@ -166,7 +166,7 @@ class Launcher:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=self.environ,
+            env=self.variables,
             start_new_session=True,
         )
 

@@ -43,9 +43,9 @@ from memory_mcp.base.settings import ConfigError, load_settings
 from memory_mcp.mcp.server import build_server
 from memory_mcp.mcp.stdio import serve_streams, socket_transport
 from memory_mcp.service.memory_service import MemoryService
-from memory_mcp.store.durable import FileLock, LockTimeout, ensure_directory
+from memory_mcp.store.durable import FileLock, LockTimeout, append_records, ensure_directory
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memory_mcp.mcp.daemon")  # also when run as __main__
 
 # Exit statuses the relay reads: sharing is off, or this process cannot serve (the relay then
 # serves in its own process, which reports a bad config or an unreachable store as it always has).
@@ -69,8 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ensure_directory(socket_path.parent)
     if not _private(socket_path.parent):
         return EXIT_CANNOT_SERVE  # what listened there could not be trusted: each session serves itself
-    _log_to(socket_path.with_suffix(".log"))
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(config)
     except ConfigError as exc:
@@ -82,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = _take_lock(lock, socket_path)
     if held is not None:
         return held
+    logging.getLogger().addHandler(LogFile(socket_path.with_suffix(".log")))
     try:
         try:
             service = MemoryService(settings)
@@ -92,7 +92,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.start()
         try:
             listener = listen(socket_path)
-            socket_path.with_suffix(".pid").write_text(f"{os.getpid()}\n", encoding="ascii")  # who serves, for people
             anyio.run(serve_shared, service, listener, socket_path, settings.shared_process_idle_minutes * 60)
         finally:
             left = service.close()
@@ -131,13 +130,22 @@ def _private(folder: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
-def _log_to(path: Path) -> None:
-    """stderr to `path` (owner-only, started afresh once large), for whoever wonders what happened."""
-    if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
-        path.unlink()
-    log_file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_file, 2)
-    os.close(log_file)
+class LogFile(logging.Handler):
+    """Log lines appended to a file beside the socket (owner-only), started afresh once large: the
+    process has no terminal, and whoever wonders what it did looks there. Its lock holder alone writes."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
+            path.unlink()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            append_records(self.path, (self.format(record) + "\n").encode())
+        except OSError:
+            self.handleError(record)
 
 
 def listen(socket_path: Path) -> socket.socket:
