@@ -1,9 +1,9 @@
 """The process every stdio session of a user shares, so that memory is loaded once however many host
-sessions run (each stdio server loading its own copy took about 100 MB at 10,000 exchanges).
+sessions run (each stdio server loading its own copy took about 180 MB at 10,000 exchanges).
 
 The `memory-mcp` a host starts relays its stdin and stdout to a Unix socket here
 (`memory_mcp.cli.stdio_relay`), and starts this process when nobody answers there:
-`python -m memory_mcp.mcp.daemon SOCKET [CONFIG]`, in the socket's folder (owner-only). Each
+`python -m memory_mcp.mcp.daemon SOCKET [CONFIG]`, which works in the socket's folder (owner-only). Each
 connection is one MCP session of its own server, whose calls without a project are about the folder
 its host started it in (the first line the relay sends); all share one `MemoryService`. It serves
 only its own user (the peer's uid, where the system tells it), exits after
