@@ -17,7 +17,7 @@ from project import PYTHON
 from stdio_helpers import RawServer, add, connect_command, recall, run
 from waiting import wait_until
 
-from memory_mcp.cli.stdio_relay import relayed_options, shared_socket
+from memory_mcp.cli.stdio_relay import code_stamp, relayed_options, shared_socket
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +221,12 @@ def test_settings_that_differ_are_served_by_different_processes(tmp_path: Path) 
     assert shared_socket(home, None) != shared_socket(home, "/x/config.json")
     assert shared_socket(home, None) != shared_socket(home | {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, None)
     assert shared_socket(home, None) == shared_socket(home | {"PATH": "/elsewhere"}, None)
+
+
+def test_code_changed_in_place_gets_a_new_process(tmp_path: Path) -> None:
+    (tmp_path / "package" / "part").mkdir(parents=True)
+    module = tmp_path / "package" / "part" / "module.py"
+    module.write_text("", encoding="utf-8")
+    before = code_stamp(str(tmp_path / "package"))
+    os.utime(module, ns=(before + 10**9, before + 10**9))
+    assert code_stamp(str(tmp_path / "package")) == before + 10**9

@@ -4,9 +4,9 @@ starting that process when nobody answers, so memory is loaded once however many
 
 Standard library only, and nothing heavy: it starts in tens of milliseconds and stays small. The
 shared process is found by a socket in the data folder's run/ folder (owner-only) named by a hash
-of what makes its settings: the package's version and place, the data folder, the config file and
-the environment variables settings read. Its first line says where the host started this process
-(that folder is the session's project); then bytes pass untouched both ways.
+of what makes its code and settings: the package's version, place and files' times, the data folder,
+the config file and the environment variables settings read. Its first line says where the host
+started this process (that folder is the session's project); then bytes pass untouched both ways.
 
 If the shared process dies mid-call, every request it did not answer gets a JSON-RPC error here, so
 the host sees the call fail (an exchange is acknowledged only once it is on disk); then a new one is
@@ -87,9 +87,22 @@ def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
     run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
     variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES))
-    made_of = [__version__, str(Path(__file__).resolve().parents[1]), str(run_folder), config, variables]
+    package = Path(__file__).resolve().parents[1]
+    made_of = [__version__, str(package), code_stamp(str(package)), str(run_folder), config, variables]
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
     return run_folder / f"shared-{name}.sock"
+
+
+def code_stamp(folder: str) -> int:
+    """The newest modification time of the package's code (about a millisecond): code upgraded or
+    edited in place is served by a new process, never by one still running the old code."""
+    newest = 0
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+            newest = max(newest, code_stamp(entry.path))
+        elif entry.name.endswith(".py"):
+            newest = max(newest, entry.stat().st_mtime_ns)
+    return newest
 
 
 class Connection:
