@@ -22,6 +22,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("MEMORY_MCP_HOME", str(home))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES", raising=False)
     yield home
     stop_hook_helpers(tmp_path)
 

@@ -17,7 +17,7 @@ from project import PYTHON
 from stdio_helpers import RawServer, add, connect_command, recall, run
 from waiting import wait_until
 
-from memory_mcp.cli.stdio_relay import code_stamp, relayed_options, shared_socket
+from memory_mcp.cli.stdio_relay import code_stamp, relayed_options, shared_socket, sharing_on
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,13 @@ def gone(pid: int) -> bool:
 
 @pytest.fixture
 def env(home: Path) -> dict[str, str]:
-    return {"MEMORY_MCP_HOME": str(home)}
+    return {"MEMORY_MCP_HOME": str(home), "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES": "10"}
+
+
+@pytest.fixture(autouse=True)
+def sharing_on_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sharing is off by default: on for every session these tests start (and those they inherit)."""
+    monkeypatch.setenv("MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES", "10")
 
 
 @pytest.fixture(autouse=True)
@@ -184,13 +190,15 @@ def test_the_shared_process_leaves_when_idle(home: Path, env: dict[str, str], tm
     assert not list((home / "run").glob("shared-*.sock"))
 
 
-@pytest.mark.parametrize("switch", ["environment", "config file"])
+@pytest.mark.parametrize("switch", ["environment", "config file", "default"])
 def test_idle_minutes_zero_serves_each_session_in_its_own_process(
     home: Path, env: dict[str, str], tmp_path: Path, switch: str
 ) -> None:
     if switch == "environment":
         env["MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"] = "0"
     else:
+        del env["MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"]
+    if switch == "config file":
         home.mkdir(parents=True)
         (home / "config.json").write_text(json.dumps({"shared_process_idle_minutes": 0}), encoding="utf-8")
 
@@ -203,14 +211,23 @@ def test_idle_minutes_zero_serves_each_session_in_its_own_process(
     assert run(body, START_SECONDS) == []
 
 
+def test_sharing_is_read_from_the_environment_else_the_config_file_else_off(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"shared_process_idle_minutes": 10}), encoding="utf-8")
+    home = {"MEMORY_MCP_HOME": str(tmp_path)}
+    assert sharing_on(home, None) and sharing_on({}, str(config)), "the data folder's config.json, or --config"
+    assert not sharing_on(home | {"MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES": "0"}, None), "the environment wins"
+    assert not sharing_on({"MEMORY_MCP_HOME": str(tmp_path / "elsewhere")}, None), "off by default"
+    config.write_text("{not json", encoding="utf-8")
+    assert not sharing_on(home, None), "a config the settings will refuse: served here, where they say why"
+
+
 def test_only_a_plain_stdio_server_is_relayed() -> None:
     assert relayed_options([]) == {}
-    assert relayed_options(["--config", "c.json", "--log-level=DEBUG"]) == {
-        "--config": "c.json",
-        "--log-level": "DEBUG",
-    }
+    assert relayed_options(["--config=c.json"]) == {"--config": "c.json"}
     assert relayed_options(["--transport", "stdio"]) == {"--transport": "stdio"}
-    for other in (["--transport", "streamable-http"], ["--port", "1"], ["--help"], ["--config"], ["--log-level", "x"]):
+    others = (["--transport", "streamable-http"], ["--port", "1"], ["--help"], ["--config"], ["--log-level", "DEBUG"])
+    for other in others:  # a --log-level wants the log on its own stderr: served in its own process
         assert relayed_options(other) is None
 
 

@@ -270,12 +270,12 @@ class Settings(BaseModel):
         "before it exits (it answers in tens of milliseconds; 0: none, each prompt hook reads memory anew).",
     )
     shared_process_idle_minutes: float = Field(
-        10,
+        0,
         ge=0,
         le=1440,
-        description="How long the one process that serves every stdio session of this user (each session's "
-        "`memory-mcp` relays to it) waits with no session before it exits (0: none, each session loads memory "
-        "in its own process; or env MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES).",
+        description="Above 0, every stdio session of this user is served by one shared process (each session's "
+        "`memory-mcp` relays to it), which exits after this many minutes with no session; 0 (the default): each "
+        "session loads memory in its own process (or env MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES).",
     )
     memory: MemorySettings = Field(default_factory=MemorySettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memory_mcp import __version__
-from memory_mcp.base.environment import default_data_path
+from memory_mcp.base.environment import default_config_path, default_data_path
 from memory_mcp.hosts.relay import helper_socket, is_private_folder, socket_address
 
 if TYPE_CHECKING:
     import subprocess
 
 SHARING_VARIABLE = "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"
+SHARING_SETTING = "shared_process_idle_minutes"
 # Variables the settings read: sessions that differ in them are served by different processes.
 SETTINGS_VARIABLE_PREFIXES = ("MEMORY_MCP_", "OPENAI_")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The shared process's exit statuses (memory_mcp.mcp.daemon): sharing is off, or it cannot serve.
 EXIT_NOT_SHARED, EXIT_CANNOT_SERVE = 3, 4
 DAEMON_MODULE = "memory_mcp.mcp.daemon"
@@ -56,31 +56,40 @@ UNANSWERED = (
 
 def relayed_options(arguments: Sequence[str]) -> dict[str, str] | None:
     """The options of a command line that serves over stdio and nothing else (`--config`,
-    `--log-level`, `--transport stdio`), or None for any other command line: it goes on to the
-    command line itself, unchanged."""
+    `--transport stdio`), or None for any other command line: it goes on to the command line
+    itself, unchanged. A `--log-level` asks for the server's log on this session's stderr, which a
+    shared process cannot give: that session is served in its own process."""
     options, given = {}, iter(arguments)
     for word in given:
         name, equals, value = word.partition("=")
-        if name not in ("--config", "--log-level", "--transport"):
+        if name not in ("--config", "--transport"):
             return None
         if not equals:
             value = next(given, "")
         if not value:
             return None
         options[name] = value
-    if options.get("--transport", "stdio") != "stdio" or options.get("--log-level", "INFO") not in LOG_LEVELS:
+    if options.get("--transport", "stdio") != "stdio":
         return None
     return options
 
 
-def sharing_off(environ: Mapping[str, str]) -> bool:
-    """Whether the environment turns sharing off (its variable at 0), known without reading settings.
-    The variable wins over the config file (see load_settings), so this answer is final; a config
-    file's 0 is seen by the shared process, which then exits at once and the session is served here."""
+def sharing_on(environ: Mapping[str, str], config: str | None) -> bool:
+    """Whether these sessions share a process (shared_process_idle_minutes above 0), known without
+    loading the settings: the environment's variable wins (as in load_settings), else the config
+    file's value (the one given, else config.json of the data folder), else the default, off. A
+    value the settings would refuse is left to them: the session is served here and they say why."""
+    given = environ.get(SHARING_VARIABLE)
+    if not given:
+        path = Path(config) if config else default_config_path(environ)
+        try:
+            given = json.loads(path.read_text(encoding="utf-8")).get(SHARING_SETTING)
+        except (OSError, ValueError, AttributeError):
+            return False
     try:
-        return float(environ.get(SHARING_VARIABLE) or "nan") == 0
-    except ValueError:
-        return False  # the settings report it as they load
+        return float(given or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
@@ -323,7 +332,7 @@ class Relay:
 def relay_stdio(options: Mapping[str, str], environ: Mapping[str, str]) -> int | None:
     """Serve this session through the shared process: its exit status, or None when this process
     must serve it itself (sharing off, no Unix sockets, or a shared process that would not serve)."""
-    if not hasattr(socket, "AF_UNIX") or sharing_off(environ):
+    if not hasattr(socket, "AF_UNIX") or not sharing_on(environ, options.get("--config")):
         return None
     try:
         folder = os.getcwd()

@@ -423,6 +423,8 @@ REVIEWED_JOINS = {
         "portability/host_sessions.py",
         "'.claude/projects' if kind == CLAUDE_CODE else '.codex/sessions'",
     ): "default_folder: one of two constant folders under the home of the operator who runs import",
+    ("dashboard/past_conversations.py", "name"): "read_upload: an uploaded file's base name, used only when it is "
+    "a plain name (PLAIN_NAME), for its copy in a fresh temporary folder of its own",
 }
 
 

@@ -13,9 +13,11 @@ from memory_mcp.hosts.relay import RUN_FOLDER, helper_socket
 
 
 def stop_hook_helpers(folder: Path) -> None:
-    """Remove every helper socket under `folder`: each helper exits within a second of losing its own."""
-    for socket_path in folder.glob(f"**/{RUN_FOLDER}/hook-helper-*.sock"):
-        socket_path.unlink(missing_ok=True)
+    """Remove every hook helper's and shared memory process's socket under `folder`: each exits
+    within a second or two of losing its own."""
+    for pattern in ("hook-helper-*.sock", "shared-*.sock"):
+        for socket_path in folder.glob(f"**/{RUN_FOLDER}/{pattern}"):
+            socket_path.unlink(missing_ok=True)
 
 
 def helper_socket_of(home: Path) -> Path:

@@ -183,6 +183,11 @@ def snapshot(root: Path) -> dict[str, tuple[str, str]]:
             listing[str(path.relative_to(root))] = ("dir", oct(path.stat().st_mode))
         for name in files:
             path = Path(directory, name)
+            if path.is_socket():  # a shared memory process listening: nothing to read
+                listing[str(path.relative_to(root))] = ("socket", oct(path.stat().st_mode))
+                continue
+            if path.parent.name == "run" and path.name.startswith("shared-") and path.suffix == ".log":
+                continue  # the shared process's log: what a server in a process of its own prints on stderr
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             listing[str(path.relative_to(root))] = ("file", f"{digest}:{path.stat().st_size}")
     return listing
