@@ -21,6 +21,8 @@ from sample_memory import DEERFLOW_MEMORY, TRIP
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM, reply
 from stdio_helpers import add, connect, error_text, ok, recall, run, snapshot, write_config
 
+from memory_mcp.base.ids import IDENTIFIER_RULE
+
 pytestmark = pytest.mark.integration
 
 OWNERSHIP_TOOLS = {
@@ -33,7 +35,7 @@ OWNERSHIP_TOOLS = {
     "import_memory",
     "memory_status",
 }
-BAD_IDENTIFIERS = ["../x", "a/b", "alice\n", "a" * 65, "bad.id"]
+BAD_IDENTIFIERS = ["../x", "a/b", "alice\n", "a" * 129, ".bad.id"]
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -73,7 +75,7 @@ def test_ownership_tools_and_resources_are_listed_and_resources_read_as_json(hom
             facts = await client.read_resource("memory://users/alice/facts")
             nobody = await client.read_resource("memory://users/nobody/facts")
             errors = []
-            for uri in ("memory://users/bad.id/profile", "memory://users/bad.id/facts", "memory://users/a/b/facts"):
+            for uri in ("memory://users/.bad.id/profile", "memory://users/.bad.id/facts", "memory://users/a/b/facts"):
                 with pytest.raises(MCPError) as caught:
                     await client.read_resource(uri)
                 errors.append(str(caught.value))
@@ -118,21 +120,21 @@ def test_ownership_tools_and_resources_are_listed_and_resources_read_as_json(hom
     assert json.loads(seen["nobody"].contents[0].text)["facts"] == []
 
     assert all(seen["errors"]), seen["errors"]
-    assert user_paths(home, "bad.id") == [] and user_paths(home, "nobody") == [], "reading writes nothing"
+    assert user_paths(home, ".bad.id") == [] and user_paths(home, "nobody") == [], "reading writes nothing"
 
 
 def test_a_resource_with_an_invalid_user_id_says_what_is_wrong(home: Path, errlog: TextIO) -> None:
     async def body() -> list[str]:
         messages = []
         async with connect(home, errlog=errlog) as client:
-            for uri in ("memory://users/bad.id/profile", "memory://users/bad.id/facts"):
+            for uri in ("memory://users/.bad.id/profile", "memory://users/.bad.id/facts"):
                 with pytest.raises(MCPError) as caught:
                     await client.read_resource(uri)
                 messages.append(str(caught.value))
         return messages
 
     for message in run(body):
-        assert "user_id" in message and "[A-Za-z0-9_-]{1,64}" in message, message
+        assert "user_id" in message and IDENTIFIER_RULE in message, message
 
 
 # --- facts: search, add, update, delete -----------------------------------------------------------
@@ -695,7 +697,7 @@ def test_bad_user_ids_are_refused_by_every_ownership_tool_and_nothing_is_written
 
     messages, unchanged, status = run(body)
     for tool, bad, message in messages:
-        assert "[A-Za-z0-9_-]{1,64}" in message, f"{tool} with {bad!r}: {message}"
+        assert IDENTIFIER_RULE in message, f"{tool} with {bad!r}: {message}"
         assert any(name in message for name in ("user_id", "agent_name", "agents key")), f"{tool}: {message}"
     assert unchanged, "a refused call wrote to the data dir"
     assert [u["user_id"] for u in status["users"]] == ["alice"]

@@ -56,7 +56,10 @@ def gone(pid: int) -> bool:
 
 @pytest.fixture
 def env(home: Path) -> dict[str, str]:
-    return {"MEMORY_MCP_HOME": str(home), "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES": "10"}
+    """A session's environment: the variables that name the shared process (MEMORY_MCP_*, OPENAI_*)
+    as the test's own (what RawServer sessions inherit), this data home, sharing on."""
+    named = {key: value for key, value in os.environ.items() if key.startswith(("MEMORY_MCP_", "OPENAI_"))}
+    return named | {"MEMORY_MCP_HOME": str(home), "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES": "10"}
 
 
 @pytest.fixture(autouse=True)
