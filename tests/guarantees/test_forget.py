@@ -279,6 +279,39 @@ def test_an_import_replacing_memory_killed_at_any_file_operation_leaves_the_old_
     print(f"\nimport replace: {kill_point - 1} kill points, {outcomes.count('old')} old / {outcomes.count('new')} new")
 
 
+PAUSE_SWITCH = IMPORT_KILL_SWITCH.replace("count == kill_at", "count >= kill_at").replace(
+    "os._exit(137)", 'print("paused", count, file=sys.stderr, flush=True); sys.stdin.readline()'
+)
+
+
+def test_a_store_opened_at_any_instant_of_a_replacement_leaves_it_to_finish(tmp_path: Path) -> None:
+    """Another process opening the store (a server starting, a second import) tidies what crashes
+    left; a replacement still being written is not that, whatever instant it is at."""
+    seed(tmp_path / "source")
+    path = tmp_path / "alice.json"
+    service = MemoryService(Settings(data_storage_path=tmp_path / "source"))
+    path.write_text(json.dumps(service.export_memory(ExportRequest.build(user_id="alice")).model_dump(mode="json")))
+    home = tmp_path / "home"
+    seed(home)
+    add(MemoryService(Settings(data_storage_path=home)), "only in the old memory", user_id="alice")
+    replacing = subprocess.Popen(
+        [sys.executable, "-c", PAUSE_SWITCH.format(root=str(PROJECT_ROOT)), "1", str(path)],
+        env=server_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert replacing.stdin is not None and replacing.stderr is not None
+    pauses = 0
+    for line in replacing.stderr:
+        if line.startswith("paused "):
+            pauses += 1
+            JsonStore(home)  # opened while the replacement waits at this file operation
+            replacing.stdin.write("\n")
+            replacing.stdin.flush()
+    assert replacing.wait(timeout=60) == 0 and pauses > 20
+    assert held_by(home, "alice") == held_by_document(json.loads(path.read_text()))
+    leftovers = [*(home / "users").glob(".*"), *(home / "locks").glob(".*")]
+    assert not leftovers and "only in the old memory" not in str(held_by(home, "alice"))
+
+
 def held_by_document(document: dict) -> dict[str, list[str]]:
     """What an export document says, as `held_by` reads a memory."""
     parts = {"alice": document} | {f"alice/{name}": agent for name, agent in document["agents"].items()}

@@ -412,6 +412,8 @@ REVIEWED_JOINS = {
     ("hosts/relay.py", "f'hook-helper-{name}.sock'"): "helper_socket: a hex digest of the package's version and folder",
     ("store/files/tombstones.py", "directory_name(entry.name)"): "_tidy: a directory already in users/ whose name is a "
     "valid identifier (checked just before), renamed to its marked form",
+    ("store/files/layout.py", "f'{staged.name}.lock'"): "staging_lock_file: named after a staging directory "
+    "the store itself named (a prefix, a directory_name and random hex) or found under users/",
     ("store/files/tombstones.py", "directory_name(owner)"): "_finish_replacing: the directory a replacement cut short "
     "stands for, named by the id identifier_of validated in the staging's name",
     (

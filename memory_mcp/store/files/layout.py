@@ -8,6 +8,7 @@ path inside it.
                                                         derived, saved so that a start need not parse
     {root}/users/{user}/agents/{agent}/...              the same, for one agent of that user
     {root}/locks/{user}[@{agent}].{log,doc,update}.lock cross-process locks, deleted with their memory
+    {root}/locks/.replacing-{name}.lock                 held while that replacement is written
 
 A directory is named after its id, except that an id with capital letters gets them marked
 (`Alice` -> `alice~1`, a bit per letter): ids that differ only in case are different users, and
@@ -109,6 +110,11 @@ class Layout:
             name += "@" + directory_name(validate_identifier("agent_name", scope.agent_name))
         locks = self.root / LOCKS_DIR
         return locks / f"{name}.{kind}.lock"
+
+    def staging_lock_file(self, staged: Path) -> Path:
+        """The lock a replacement holds from before its staging directory exists until it is in
+        place, so that no other process opening the store takes it for one a crash cut short."""
+        return self.root / LOCKS_DIR / f"{staged.name}.lock"
 
     def lock_files(self) -> list[Path]:
         """Every lock file under the root, sorted."""

@@ -4,14 +4,16 @@ begun, and tidying what a crash left behind when a store is opened.
 Erasing renames the directory to a tombstone (one durable rename: the memory is whole or gone),
 then deletes it; a tombstone a crash left behind is deleted by the next store opened on the root.
 Replacing writes the new memory whole beside the old (a staging directory, marked complete last),
-then renames the old one to a tombstone and the staging to its place.
+then renames the old one to a tombstone and the staging to its place, holding a lock named after
+the staging all along: a staging whose lock is free was left by a crash.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from memory_mcp.base.clock import utc_now
@@ -54,7 +56,7 @@ class Tombstones:
         affected = [scope, *(Scope(scope.user_id, agent) for agent in agents)]
         affected += [part for part, _, _ in parts if part not in affected]
         tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{secrets.token_hex(4)}")
-        with os_errors(f"replace the memory of {scope.describe()}"):
+        with os_errors(f"replace the memory of {scope.describe()}"), self._staging(staged):
             try:
                 self._stage(directory, staged, parts)
             except BaseException:
@@ -70,6 +72,17 @@ class Tombstones:
                     known.document = None
             if tombstone.exists():
                 remove_tree(tombstone)
+
+    @contextmanager
+    def _staging(self, staged: Path) -> Iterator[None]:
+        """Hold the staging's lock while it is written and put in place, then delete the lock."""
+        lock = FileLock(self._layout.staging_lock_file(staged))
+        lock.acquire(timeout=0)  # its name is new: nobody else holds it
+        try:
+            yield
+            lock.delete()
+        finally:
+            lock.release()
 
     def _stage(
         self, directory: Path, staged: Path, parts: Sequence[tuple[Scope, MemoryDocument, Sequence[Page]]]
@@ -110,9 +123,9 @@ class Tombstones:
         an id with capitals their marked name."""
         users = self._layout.users_dir
         try:
-            _tidy_directory(users)
+            self._tidy_directory(users)
             for user_dir in subdirectories(users):
-                _tidy_directory(ScopeFiles(user_dir).agents)
+                self._tidy_directory(ScopeFiles(user_dir).agents)
             self._delete_stray_locks()
         except OSError as exc:
             log.warning("could not tidy %s: %s", users, exc.strerror or exc)
@@ -121,42 +134,59 @@ class Tombstones:
         """Delete the lock files of scopes that have no memory (erased while a lock was held, or
         merely looked up): each only when nobody holds it."""
         for path in self._layout.lock_files():
-            scope = scope_of_lock(path.name)
-            if scope is None or self._layout.scope_dir(scope).is_dir():
+            if path.name.startswith(STAGING_PREFIX):  # its staging, if a crash left one, is tidied already
+                _delete_when_free(path, memory=None)
                 continue
-            lock = FileLock(path)
-            try:
-                lock.acquire(timeout=0)
-            except LockTimeout:
-                continue  # in use: the next start deletes it
-            try:
-                if not self._layout.scope_dir(scope).is_dir():
-                    lock.delete()
-            finally:
-                lock.release()
+            scope = scope_of_lock(path.name)
+            if scope is not None:
+                _delete_when_free(path, memory=self._layout.scope_dir(scope))
+
+    def _tidy_directory(self, parent: Path) -> None:
+        for entry in subdirectories(parent):
+            if entry.name.startswith(TOMBSTONE_PREFIX):
+                remove_tree(entry)
+            elif entry.name.startswith(STAGING_PREFIX):
+                self._finish_replacing(parent, entry)
+            elif identifier_of(entry.name) is None and is_identifier(entry.name):
+                target = parent / directory_name(entry.name)
+                if not target.exists():
+                    log.info("renaming %s to %s (ids with capitals are marked)", entry, target.name)
+                    rename_durably(entry, target)
+
+    def _finish_replacing(self, parent: Path, staged: Path) -> None:
+        """A replacement a crash cut short (its lock is free): put in place when it was complete and
+        its place is empty (the old memory was renamed away already), otherwise deleted (the old
+        memory stands). One another process is writing is left alone."""
+        lock = FileLock(self._layout.staging_lock_file(staged))
+        try:
+            lock.acquire(timeout=0)
+        except LockTimeout:
+            return
+        try:
+            owner = identifier_of(staged.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0])
+            target = None if owner is None else parent / directory_name(owner)
+            complete = ScopeFiles(staged).complete_mark.exists()
+            if target is not None and complete and not target.exists():
+                rename_durably(staged, target)
+                ScopeFiles(target).complete_mark.unlink()
+                log.warning("finished replacing the memory in %s", target)
+            else:
+                remove_tree(staged)  # nothing when its writer put it in place just before the lock was free
+            lock.delete()
+        finally:
+            lock.release()
 
 
-def _finish_replacing(parent: Path, staged: Path) -> None:
-    """A replacement a crash cut short: put in place when it was complete and its place is empty
-    (the old memory was renamed away already), otherwise deleted (the old memory stands)."""
-    owner = identifier_of(staged.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0])
-    target = None if owner is None else parent / directory_name(owner)
-    if target is not None and ScopeFiles(staged).complete_mark.exists() and not target.exists():
-        rename_durably(staged, target)
-        ScopeFiles(target).complete_mark.unlink()
-        log.warning("finished replacing the memory in %s", target)
-    else:
-        remove_tree(staged)
-
-
-def _tidy_directory(parent: Path) -> None:
-    for entry in subdirectories(parent):
-        if entry.name.startswith(TOMBSTONE_PREFIX):
-            remove_tree(entry)
-        elif entry.name.startswith(STAGING_PREFIX):
-            _finish_replacing(parent, entry)
-        elif identifier_of(entry.name) is None and is_identifier(entry.name):
-            target = parent / directory_name(entry.name)
-            if not target.exists():
-                log.info("renaming %s to %s (ids with capitals are marked)", entry, target.name)
-                rename_durably(entry, target)
+def _delete_when_free(path: Path, memory: Path | None) -> None:
+    """Delete a lock file when nobody holds it and the memory it is named after (if any) is not
+    there."""
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except LockTimeout:
+        return  # in use: the next start deletes it
+    try:
+        if memory is None or not memory.is_dir():
+            lock.delete()
+    finally:
+        lock.release()
