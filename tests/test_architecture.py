@@ -37,7 +37,14 @@ LAYERS: dict[str, str] = {
 RANK = {package: rank for rank, package in enumerate(LAYERS)}
 # Outside libraries only one place may use: the MCP SDK at the edge, each driver in its module.
 ONLY_IN = {
-    "mcp": {"mcp/tool_signatures.py", "mcp/server.py", "mcp/stdio.py", "mcp/token_verifier.py", "mcp/http.py"},
+    "mcp": {
+        "mcp/tool_signatures.py",
+        "mcp/server.py",
+        "mcp/stdio.py",
+        "mcp/token_verifier.py",
+        "mcp/http.py",
+        "mcp/remote_bridge.py",
+    },
     "openai": {"extraction/llm_client.py", "recall/embedders.py"},  # the chat client, the embeddings client
     "psycopg": {"store/postgres/backend.py", "store/postgres/migrations.py"},
     "psycopg_pool": {"store/postgres/backend.py"},

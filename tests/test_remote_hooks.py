@@ -1,5 +1,6 @@
-"""Hooks against a team's memory-mcp HTTP server (memory_server.url / MEMORY_MCP_SERVER_URL): the
-real `memory-mcp hook` command against the real server with bearer tokens. The server stores and
+"""Hooks and the stdio server a host starts, against a team's memory-mcp HTTP server
+(memory_server.url / MEMORY_MCP_SERVER_URL): the real commands against the real server with bearer
+tokens. The server stores and
 recalls for the token's user, the hook keeps no memory of its own, and a server that refuses or
 does not answer costs the prompt nothing: one line on stderr, no output, exit 0."""
 
@@ -14,6 +15,7 @@ from command_line import Outcome, cli
 from hook_calls import hook
 from http_helpers import HttpServer, free_port, issue_token
 from sample_memory import write_json
+from stdio_helpers import RawServer, connect_command, ok, run, server_command
 
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
@@ -125,3 +127,50 @@ def test_the_server_can_be_set_in_the_config_file(
         0, "", ""
     )
     assert len(JsonStore(server_data).read_pages(Scope(ALICE)).pages) == 1
+
+
+# --- the stdio server a host starts, its memory on the team's server ---------------------------
+
+
+def test_a_hosts_stdio_server_serves_the_tokens_memory_from_the_team_server(
+    server: Any, server_data: Path, home: Path, shop: Path
+) -> None:
+    running, tokens = server
+
+    async def session(token: str) -> tuple[list[str], str]:
+        env = {
+            "MEMORY_MCP_HOME": str(home),
+            **remote(running.base, token),
+            "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES": "5",
+        }
+        async with connect_command(server_command(), env, cwd=shop) as client:
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            if token == tokens[ALICE]:
+                ok(await client.call_tool("add_memory", {"user_input": TOLD, "agent_response": "Noted."}))
+            found = ok(await client.call_tool("retrieve_memory", {"query": "How do we deploy the webshop?"}))
+            return tools, str(found["context"])
+
+    tools, alices = run(lambda: session(tokens[ALICE]))
+    assert {"add_memory", "retrieve_memory", "get_user_profile"} <= set(tools) and TOLD in alices
+    [page] = JsonStore(server_data).read_pages(Scope(ALICE)).pages
+    assert page.user_input == TOLD and page.project is not None and page.project.endswith("webshop")
+    assert not home.exists() or not list(home.rglob("*.jsonl")), "nothing stored or shared on this machine"
+    assert not home.exists() or not list(home.rglob("shared-*.sock")), "no shared process holds memory here"
+    _, bobs = run(lambda: session(tokens["bob"]))
+    assert TOLD not in bobs, "bob's token sees nothing of alice's"
+
+
+def test_a_stdio_server_whose_team_server_refuses_or_is_not_there_answers_each_call_with_why(
+    server: Any, home: Path, shop: Path
+) -> None:
+    running, _ = server
+    gone = f"http://127.0.0.1:{free_port()}"
+    for url, token, said in (
+        (running.base, "not-a-token", f"the memory server at {running.base}/mcp answered 401"),
+        (gone, "t", f"the memory server at {gone}/mcp did not answer"),
+    ):
+        with RawServer(home, home.parent / "stderr.log", extra_env=remote(url, token), cwd=shop) as stdio:
+            for _ in range(2):  # the session goes on: each call gets its answer
+                assert said in stdio.initialize()["error"]["message"]
+            assert stdio.close_stdin_and_wait() == 0
+            assert said in stdio.stderr_text()

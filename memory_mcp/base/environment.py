@@ -8,6 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_CONFIG_NAME = "config.json"
+# Variables that give a setting over the config file, read before the settings are (stdio_relay).
+SERVER_URL_VARIABLE = "MEMORY_MCP_SERVER_URL"
+SERVER_TOKEN_VARIABLE = "MEMORY_MCP_SERVER_TOKEN"
+SHARED_PROCESS_VARIABLE = "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"
 
 
 def process_environment() -> dict[str, str]:

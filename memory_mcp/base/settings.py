@@ -14,7 +14,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memory_mcp.base.environment import default_config_path, default_data_path, process_environment
+from memory_mcp.base.environment import (
+    SERVER_TOKEN_VARIABLE,
+    SERVER_URL_VARIABLE,
+    SHARED_PROCESS_VARIABLE,
+    default_config_path,
+    default_data_path,
+    process_environment,
+)
 from memory_mcp.base.ids import validate_identifier
 
 # Settings the environment fills when the config file leaves them empty (secrets stay off disk).
@@ -29,8 +36,8 @@ FROM_ENVIRONMENT = {
 NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
 # Settings the environment gives over the config file: a host's server entry can change them alone.
 # The memory server the hooks use: the environment's (a host's plugin settings give it so) wins.
-SERVER_FROM_ENVIRONMENT = {"url": "MEMORY_MCP_SERVER_URL", "token": "MEMORY_MCP_SERVER_TOKEN"}
-ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"}
+SERVER_FROM_ENVIRONMENT = {"url": SERVER_URL_VARIABLE, "token": SERVER_TOKEN_VARIABLE}
+ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": SHARED_PROCESS_VARIABLE}
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 
@@ -170,7 +177,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class MemoryServerSettings(BaseModel):
-    """A team's memory-mcp HTTP server the hooks use instead of this machine's files."""
+    """A team's memory-mcp HTTP server the hooks and the stdio server use instead of this machine's files."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -178,13 +185,16 @@ class MemoryServerSettings(BaseModel):
         None,
         pattern=r"^https?://",
         description="The server's address, e.g. https://memory.example.com (or env MEMORY_MCP_SERVER_URL); "
-        "null: the hooks use the local memory.",
+        "null: the local memory.",
     )
     token: str | None = Field(
         None, description="The bearer token `memory-mcp token add` issued (or env MEMORY_MCP_SERVER_TOKEN)."
     )
     timeout_seconds: float = Field(
-        5.0, gt=0, le=60, description="How long a hook waits for the server before it gives no context."
+        5.0,
+        gt=0,
+        le=60,
+        description="How long a hook waits for the server before it gives no context (and a call, to connect).",
     )
 
 

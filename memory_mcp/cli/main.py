@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None, keep_hook_helper: bool = False) -> i
     )
     if args.command in STORELESS_COMMANDS:
         return _reporting_errors(args.command, lambda: STORELESS_COMMANDS[args.command](settings, args))
+    if args.command is None and args.transport == "stdio" and settings.memory_server.url:
+        return serve_remotely(settings)
     try:
         service = MemoryService(settings)  # opens the store: a database may be unreachable
     except MemoryServiceError as exc:
@@ -110,6 +112,17 @@ def serve(service: MemoryService, transport: str) -> int:
         anyio.run(serve_stdio, build_server(service, default_project=project_of(os.getcwd())))
     finally:
         service.close()
+    return 0
+
+
+def serve_remotely(settings: Settings) -> int:
+    """Serve this stdio session through the team's memory server: no memory is loaded here."""
+    import anyio
+
+    from memory_mcp.mcp.remote_bridge import serve_remotely as bridge
+
+    log.info("memory-mcp %s on stdio; memory on the server at %s", __version__, settings.memory_server.url)
+    anyio.run(bridge, settings.memory_server, project_of(os.getcwd()))
     return 0
 
 

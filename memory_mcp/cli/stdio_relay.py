@@ -27,13 +27,17 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memory_mcp import __version__
-from memory_mcp.base.environment import default_config_path, default_data_path
+from memory_mcp.base.environment import (
+    SERVER_URL_VARIABLE,
+    SHARED_PROCESS_VARIABLE,
+    default_config_path,
+    default_data_path,
+)
 from memory_mcp.hosts.relay import helper_socket, is_private_folder, socket_address
 
 if TYPE_CHECKING:
     import subprocess
 
-SHARING_VARIABLE = "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"
 SHARING_SETTING = "shared_process_idle_minutes"
 # Variables the settings read: sessions that differ in them are served by different processes.
 SETTINGS_VARIABLE_PREFIXES = ("MEMORY_MCP_", "OPENAI_")
@@ -78,14 +82,19 @@ def sharing_on(environ: Mapping[str, str], config: str | None) -> bool:
     """Whether these sessions share a process (shared_process_idle_minutes above 0), known without
     loading the settings: the environment's variable wins (as in load_settings), else the config
     file's value (the one given, else config.json of the data folder), else the default, off. A
-    value the settings would refuse is left to them: the session is served here and they say why."""
-    given = environ.get(SHARING_VARIABLE)
-    if not given:
-        path = Path(config) if config else default_config_path(environ)
-        try:
-            given = json.loads(path.read_text(encoding="utf-8")).get(SHARING_SETTING)
-        except (OSError, ValueError, AttributeError):
-            return False
+    value the settings would refuse is left to them: the session is served here and they say why.
+    Sessions whose memory is on a team's server (memory_server.url) hold none here: never shared."""
+    path = Path(config) if config else default_config_path(environ)
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        written = {}
+    if not isinstance(written, dict):
+        return False
+    server = written.get("memory_server")
+    if environ.get(SERVER_URL_VARIABLE) or (isinstance(server, dict) and server.get("url")):
+        return False
+    given = environ.get(SHARED_PROCESS_VARIABLE) or written.get(SHARING_SETTING)
     try:
         return float(given or 0) > 0
     except (TypeError, ValueError):
