@@ -134,6 +134,7 @@ def test_the_commands_first_step_loads_the_standard_library_alone() -> None:
         "memory_mcp",
         "memory_mcp.cli",
         "memory_mcp.cli.entry",
+        "memory_mcp.cli.stdio_relay",
         "memory_mcp.hosts",
         "memory_mcp.hosts.relay",
         "memory_mcp.base",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 from claude_code_session import Transcript, coding_session, text
 from command_line import cli
-from hook_helpers import helper_processes, helper_socket_of, prompt_hook
+from hook_helpers import answering_badly, helper_processes, helper_socket_of, prompt_hook
 from waiting import wait_until
 
 import memory_mcp
@@ -197,34 +196,10 @@ def test_a_helper_answer_of_garbage_or_the_wrong_shape_or_trickling_in_costs_not
 ) -> None:
     """A wrong shape used to end the hook with a traceback (exit 1); bytes trickling in held the
     prompt for as long as they came (the limit was per read): one deadline for the whole answer."""
-    impostor = helper_socket_of(home)
-    impostor.parent.mkdir(mode=0o700)
-    monkeypatch.chdir(impostor.parent)
-    stop = threading.Event()
-    with socket.socket(socket.AF_UNIX) as listener:
-        listener.bind(impostor.name)
-        listener.listen(1)
-
-        def answer_badly() -> None:
-            connection, _ = listener.accept()
-            with connection:
-                connection.recv(1 << 20)
-                if answer is not None:
-                    connection.sendall(answer)
-                    return
-                while not stop.wait(1.0):  # a byte a second, never a whole answer
-                    try:
-                        connection.sendall(b" ")
-                    except OSError:
-                        return
-
-        worker = threading.Thread(target=answer_badly)
-        worker.start()
+    with answering_badly(helper_socket_of(home), answer):
         started = time.monotonic()
         outcome, by_helper = prompt_hook(home, asked(remembered, QUESTION))
         took = time.monotonic() - started
-        stop.set()
-        worker.join()
     assert (outcome.code, outcome.stdout, by_helper) == (0, "", True)
     [line] = outcome.stderr.splitlines()
     assert line == f"memory-mcp hook prompt: {said}"

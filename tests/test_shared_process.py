@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import stdio_helpers
+from hook_calls import hook
+from hook_helpers import answering_badly
 from project import PYTHON
 from stdio_helpers import RawServer, add, connect_command, recall, run
 from waiting import wait_until
@@ -43,7 +47,7 @@ def shared_processes(home: Path) -> list[int]:
 
 
 def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
-    return b"memory_mcp.mcp.daemon" in command and any(part.startswith(home) for part in command)
+    return b"memory_mcp.cli.shared_process" in command and any(part.startswith(home) for part in command)
 
 
 def gone(pid: int) -> bool:
@@ -115,6 +119,56 @@ def test_sessions_of_two_hosts_share_one_process(home: Path, env: dict[str, str]
     assert len(serving) == 1
     assert projects_seen(seen_by_second)["The app's notes live in Obsidian"] == str(app)
     assert projects_seen(seen_by_first)["The site deploys through Fly.io"] == str(site)
+
+
+def gemini_prompt(session: str, folder: Path, prompt: str) -> dict[str, Any]:
+    return {"hook_event_name": "BeforeAgent", "session_id": session, "cwd": str(folder), "prompt": prompt}
+
+
+def test_prompt_hooks_are_answered_by_the_shared_process_and_no_helper_is_kept(
+    home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The hooks hold no memory of their own: the first answers itself and starts the shared
+    process, which answers the next, with what a session stored through it a moment before."""
+    [shop] = folders(tmp_path, "shop")
+    first = hook(home, "prompt", gemini_prompt("s-1", shop, "How do we deploy?"), "--host", "gemini", env=env)
+    assert (first.code, first.stdout, first.stderr) == (0, "", "")  # nothing stored yet
+    wait_until(lambda: list(home.glob("run/shared-*.sock")), START_SECONDS, "the hook to start the shared process")
+
+    async def body() -> list[int]:
+        async with connect_command(COMMAND, env, cwd=shop) as session:
+            await add(session, "We deploy the shop with make ship", "Noted")
+            return shared_processes(home)
+
+    assert len(run(body, START_SECONDS)) == 1
+    second = hook(home, "prompt", gemini_prompt("s-2", shop, "How do we deploy the shop?"), "--host", "gemini", env=env)
+    assert second.code == 0 and second.stderr == ""
+    assert "make ship" in json.loads(second.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert len(shared_processes(home)) == 1
+    assert not list((home / "run").glob("hook-helper-*")), "no hook helper holds memory beside it"
+    shared_log = "".join(path.read_text() for path in (home / "run").glob("shared-*.log"))
+    assert "a session ended with an error" not in shared_log
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"{not json\n", "the shared memory process's answer could not be read"),
+        (b'{"stdout": 5, "stderr": ""}\n', "the hook helper's answer is not what a hook prints (ignored)"),
+        (None, "the shared memory process gave no answer within 10 s"),
+    ],
+)
+def test_a_shared_process_answering_a_hook_badly_or_trickling_costs_nothing_but_a_line(
+    home: Path, env: dict[str, str], tmp_path: Path, answer: bytes | None, said: str
+) -> None:
+    with answering_badly(shared_socket(env, None), answer, greeting=b'{"pid": 1}\n'):
+        started = time.monotonic()
+        outcome = hook(home, "prompt", gemini_prompt("s-1", tmp_path, "How do we deploy?"), "--host", "gemini", env=env)
+        took = time.monotonic() - started
+    assert (outcome.code, outcome.stdout) == (0, "")
+    [line] = outcome.stderr.splitlines()
+    assert line.startswith(f"memory-mcp hook prompt: {said}")
+    assert took < 20, "one deadline for the whole answer"
 
 
 def test_a_client_killed_mid_call_ends_its_session_alone(
@@ -212,6 +266,21 @@ def test_idle_minutes_zero_serves_each_session_in_its_own_process(
             return shared_processes(home)
 
     assert run(body, START_SECONDS) == []
+
+
+def test_a_data_folder_nothing_can_be_made_in_serves_the_session_itself_at_once(
+    home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The shared process fails to start (its folder cannot be made): the session is served in its
+    own process straight away (which says where its data is), not after a minute of failing starts."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    env["MEMORY_MCP_HOME"] = str(blocker / "memory")
+    ended = subprocess.run(
+        COMMAND, env=os.environ | env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    assert ended.returncode == 0 and f"data in {blocker}" in ended.stderr
 
 
 def test_sharing_is_read_from_the_environment_else_the_config_file_else_off(tmp_path: Path) -> None:

@@ -2,19 +2,21 @@
 
 Claude Code runs `memory-mcp hook prompt` before every prompt and waits for it, and importing the
 whole package takes a quarter of a second: when a hook helper is listening, it answers instead
-(`hook_helper`). A stdio server becomes a relay to the one process every session shares
-(`stdio_relay`), unless sharing is off. Everything else, and a prompt hook with no helper, goes on
-to the command line.
+(`hook_helper`), or, where sessions share a process, that process. A stdio server becomes a relay
+to the one process every session shares (`stdio_relay`), unless sharing is off. Everything else,
+and a prompt hook nobody answered, goes on to the command line.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
 from memory_mcp.base.environment import process_environment
+from memory_mcp.cli.stdio_relay import ask_shared_process, relay_stdio, relayed_options, sharing_on
 from memory_mcp.hosts.relay import HelperFailed, ask_helper, helper_socket, hook_answer
 
 # The hooks a helper answers: those the host waits for before the model sees anything.
@@ -46,10 +48,11 @@ def command_words(arguments: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     words = command_words(arguments)[:2]
+    keep_hook_helper = True
     if words[:1] == ["hook"] and words[1:] and words[1] in HELPED_HOOKS:
         event = sys.stdin.read()
         try:
-            answer = _helper_answer(arguments, event)
+            answer, keep_hook_helper = _helper_answer(arguments, event)
         except HelperFailed as exc:
             print(f"memory-mcp hook {words[1]}: {exc}", file=sys.stderr)
             return 0
@@ -64,23 +67,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status
     from memory_mcp.cli.main import main as command_line
 
-    return command_line(arguments, keep_hook_helper=True)
+    return command_line(arguments, keep_hook_helper=keep_hook_helper)
 
 
 def _relayed(arguments: list[str]) -> int | None:
     """Serve over stdio through the shared process: the exit status, or None to serve here."""
-    from memory_mcp.cli.stdio_relay import relay_stdio, relayed_options
-
     options = relayed_options(arguments)
     return None if options is None else relay_stdio(options, process_environment())
 
 
-def _helper_answer(arguments: list[str], event: str) -> dict[str, str] | None:
-    """The helper's answer to this hook, checked, or None if no helper can be asked."""
+def _helper_answer(arguments: list[str], event: str) -> tuple[dict[str, str] | None, bool]:
+    """The answer to this hook from the process that keeps memory loaded, checked, or None if none
+    can be asked; and whether a hook answering itself leaves a hook helper behind. Where sessions
+    share a process (stdio_relay), that process answers, and no helper is kept."""
     environ = process_environment()
     try:
         cwd = os.getcwd()
     except OSError:  # a folder removed under the caller: the command line says so
-        return None
-    answer = ask_helper({"argv": arguments, "stdin": event, "cwd": cwd, "environ": environ}, helper_socket(environ))
-    return None if answer is None else hook_answer(answer)
+        return None, True
+    request = {"argv": arguments, "stdin": event, "cwd": cwd, "environ": environ}
+    config = option_value(arguments, "--config")
+    if hasattr(socket, "AF_UNIX") and sharing_on(environ, config):
+        shared = ask_shared_process(request, config, environ)
+        return (None if shared is None else hook_answer(shared)), False
+    answer = ask_helper(request, helper_socket(environ))
+    return (None if answer is None else hook_answer(answer)), True
+
+
+def option_value(arguments: Sequence[str], name: str) -> str | None:
+    """The value an option is given on a command line (`--name VALUE` or `--name=VALUE`), if any."""
+    given = iter(arguments)
+    for word in given:
+        if word == name:
+            return next(given, None)
+        if word.startswith(name + "="):
+            return word.partition("=")[2]
+    return None

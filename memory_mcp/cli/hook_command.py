@@ -13,7 +13,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +124,15 @@ def _one_line(exc: Exception) -> str:
 class _HookHelper:
     """The hook helper's work: answer context hooks as `memory-mcp hook ...` would, reading
     settings anew for each request (its command line, environment and folder) and keeping a
-    service, with its loaded memory, per distinct settings. It warms up on the first request's."""
+    service, with its loaded memory, per distinct settings. It warms up on the first request's.
+    In the shared process (`shared`), every request is answered with that process's service: the
+    relay sends a hook there only when its settings are the process's."""
 
     MAX_SERVICES = 4
 
-    def __init__(self, first_request: dict[str, Any]) -> None:
+    def __init__(self, first_request: dict[str, Any], shared: MemoryService | None = None) -> None:
         self._first = first_request
+        self._shared = shared
         self._services: dict[str, MemoryService] = {}
 
     def warm_up(self) -> None:
@@ -145,7 +148,8 @@ class _HookHelper:
             try:
                 args = hook_arguments(request["argv"])
                 if args is not None:
-                    os.chdir(request["cwd"])  # one request at a time: relative paths mean the caller's
+                    if self._shared is None:  # one request at a time: relative paths mean the caller's
+                        os.chdir(request["cwd"])
                     settings, host, event, session = _hook_call(
                         args, request["stdin"], request["environ"], request["cwd"]
                     )
@@ -167,6 +171,8 @@ class _HookHelper:
             service.close()
 
     def _service(self, settings: Settings) -> MemoryService:
+        if self._shared is not None:
+            return self._shared
         key = settings.model_dump_json()
         service = self._services.pop(key, None)
         if service is None:
@@ -180,6 +186,11 @@ class _HookHelper:
 def prompt_helper(first_request: dict[str, Any]) -> _HookHelper:
     """The work of a hook helper started for `first_request` (hosts.helper.serve_told)."""
     return _HookHelper(first_request)
+
+
+def shared_hooks(service: MemoryService) -> Callable[[dict[str, Any]], dict[str, str]]:
+    """How the shared process answers prompt hooks: as the helper would, with its own service."""
+    return _HookHelper({}, shared=service).answer
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The `memory-mcp` a host starts for stdio, as a relay: it pipes the host's newline-delimited
 JSON-RPC to the one process that serves every stdio session of this user (`memory_mcp.mcp.daemon`),
-starting that process when nobody answers, so memory is loaded once however many sessions run.
+starting that process when nobody answers, so memory is loaded once however many sessions run. The
+prompt hooks ask that process too (`ask_shared_process`), instead of a hook helper of their own.
 
 Standard library only, and nothing heavy: it starts in tens of milliseconds and stays small. The
 shared process is found by a socket in the data folder's run/ folder (owner-only) named by a hash
@@ -16,6 +17,7 @@ started and the session's `initialize` replayed to it, and the session goes on.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import socket
@@ -33,7 +35,14 @@ from memory_mcp.base.environment import (
     default_config_path,
     default_data_path,
 )
-from memory_mcp.hosts.relay import helper_socket, is_private_folder, socket_address
+from memory_mcp.hosts.relay import (
+    ANSWER_TIMEOUT_SECONDS,
+    MAX_MESSAGE_BYTES,
+    HelperFailed,
+    helper_socket,
+    is_private_folder,
+    socket_address,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -43,12 +52,13 @@ SHARING_SETTING = "shared_process_idle_minutes"
 SETTINGS_VARIABLE_PREFIXES = ("MEMORY_MCP_", "OPENAI_")
 # The shared process's exit statuses (memory_mcp.mcp.daemon): sharing is off, or it cannot serve.
 EXIT_NOT_SHARED, EXIT_CANNOT_SERVE = 3, 4
-DAEMON_MODULE = "memory_mcp.mcp.daemon"
+DAEMON_MODULE = "memory_mcp.cli.shared_process"
 # A shared process binds its socket once its store is open; one that takes longer has a problem,
 # and the session is served in this process instead.
 START_WAIT_SECONDS = 60.0
 CONNECT_RETRY_SECONDS = 0.02
 GREETING_SECONDS = 10.0
+MAX_GREETING_BYTES = 4096
 # Replacements of a shared process that died, per session: past them, the session ends.
 MAX_RESTARTS = 5
 INTERNAL_ERROR = -32603
@@ -104,7 +114,7 @@ def sharing_on(environ: Mapping[str, str], config: str | None) -> bool:
 def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
     run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
-    variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES))
+    variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES) and v)
     package = Path(__file__).resolve().parents[1]
     made_of = [__version__, str(package), code_stamp(str(package)), str(run_folder), config, variables]
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
@@ -126,14 +136,14 @@ def code_stamp(folder: str) -> int:
 class Connection:
     """A connection to a shared process, past its greeting."""
 
-    def __init__(self, sock: socket.socket, pid: int) -> None:
-        self.socket, self.pid = sock, pid
-        self.lines = sock.makefile("rb")
+    def __init__(self, sock: socket.socket, pid: int, lines: io.BufferedReader) -> None:
+        self.socket, self.pid, self.lines = sock, pid, lines
 
 
-def connect(socket_path: Path, folder: str) -> Connection | None:
-    """A connection to the process listening at `socket_path`, told `folder`; None when nobody
-    answers there (no socket, a stale one, a process closing down)."""
+def connect(socket_path: Path, hello: Mapping[str, Any]) -> Connection | None:
+    """A connection to the process listening at `socket_path`, told `hello` (the host's folder,
+    and a hook's request if it is one); None when nobody answers there (no socket, a stale one,
+    a process closing down)."""
     if not is_private_folder(socket_path.parent):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -141,19 +151,17 @@ def connect(socket_path: Path, folder: str) -> Connection | None:
         sock.settimeout(GREETING_SECONDS)
         with socket_address(socket_path) as address:
             sock.connect(address)
-        sock.sendall(json.dumps({"cwd": folder}).encode() + b"\n")
-        greeting = b""
-        while not greeting.endswith(b"\n"):  # the process says nothing more until asked
-            chunk = sock.recv(4096)
-            if not chunk:
-                raise ConnectionResetError("closed before its greeting")
-            greeting += chunk
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        lines = sock.makefile("rb")
+        greeting = lines.readline(MAX_GREETING_BYTES)
+        if not greeting.endswith(b"\n"):
+            raise ConnectionResetError("closed before its greeting")
         pid = int(json.loads(greeting)["pid"])
         sock.settimeout(None)
     except (OSError, ValueError, KeyError, TypeError):
         sock.close()
         return None
-    return Connection(sock, pid)
+    return Connection(sock, pid, lines)
 
 
 class Launcher:
@@ -169,23 +177,26 @@ class Launcher:
 
     def reach(self) -> Connection | int:
         """A connection, or the exit status of a shared process that would not serve."""
-        connection = connect(self.socket_path, self.folder)
+        hello = {"cwd": self.folder}
+        connection = connect(self.socket_path, hello)
         if connection is not None:
             return connection
-        child, deadline = self._start(), time.monotonic() + START_WAIT_SECONDS
+        child, deadline = self.start(), time.monotonic() + START_WAIT_SECONDS
         while child is not None and time.monotonic() < deadline:
-            connection = connect(self.socket_path, self.folder)
+            connection = connect(self.socket_path, hello)
             if connection is not None:
                 return connection
             status = child.poll()
             if status in (EXIT_NOT_SHARED, EXIT_CANNOT_SERVE):
                 return status
+            if status is not None and status > 0:  # it failed (its log says why): serve here
+                return EXIT_CANNOT_SERVE
             if status is not None:  # killed while starting, or it served and left since: another
-                child = self._start()
+                child = self.start()
             time.sleep(CONNECT_RETRY_SECONDS)
         return EXIT_CANNOT_SERVE
 
-    def _start(self) -> subprocess.Popen[bytes] | None:
+    def start(self) -> subprocess.Popen[bytes] | None:
         """A new shared process, on its way (it makes its folder and logs to a file there)."""
         import subprocess
 
@@ -200,6 +211,47 @@ class Launcher:
             env=self.variables,
             start_new_session=True,
         )
+
+
+def ask_shared_process(request: dict[str, Any], config: str | None, environ: Mapping[str, str]) -> Any:
+    """The shared process's answer to a prompt hook's `request` ({"argv", "stdin", "cwd",
+    "environ"}), or None when none is listening: one is then started for the next hook, and this
+    one is answered by its own process as before. An answer not given within the hook helper's
+    bound raises HelperFailed: the prompt goes on without context."""
+    launcher = Launcher(environ, config, request["cwd"])
+    connection = connect(launcher.socket_path, {"cwd": request["cwd"], "hook": request})
+    if connection is None:
+        launcher.start()
+        return None
+    with connection.socket, connection.lines:
+        line = _answer_line(connection, time.monotonic() + ANSWER_TIMEOUT_SECONDS)
+    if line is None:
+        return None  # it ended (idle, or killed) between taking the request and answering
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise HelperFailed(f"the shared memory process's answer could not be read ({exc})") from None
+
+
+def _answer_line(connection: Connection, deadline: float) -> bytes | None:
+    """One line, all of it by `deadline` however it trickles in (HelperFailed otherwise), or None
+    when the connection ends first."""
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or len(line) > MAX_MESSAGE_BYTES:
+            raise HelperFailed(f"the shared memory process gave no answer within {ANSWER_TIMEOUT_SECONDS:g} s")
+        try:
+            connection.socket.settimeout(left)
+            chunk = connection.lines.read1(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        line += chunk
+    return line
 
 
 def request_key(message: Any) -> str | None:

@@ -3,9 +3,10 @@ sessions run (each stdio server loading its own copy took about 180 MB at 10,000
 
 The `memory-mcp` a host starts relays its stdin and stdout to a Unix socket here
 (`memory_mcp.cli.stdio_relay`), and starts this process when nobody answers there:
-`python -m memory_mcp.mcp.daemon SOCKET [CONFIG]`, which works in the socket's folder (owner-only). Each
-connection is one MCP session of its own server, whose calls without a project are about the folder
-its host started it in (the first line the relay sends); all share one `MemoryService`. It serves
+`python -m memory_mcp.cli.shared_process SOCKET [CONFIG]`, which works in the socket's folder
+(owner-only). Each connection is one MCP session of its own server, whose calls without a project are
+about the folder its host started it in (the first line the relay sends), or one prompt hook to
+answer (`answer_hook`, given by the command line, which knows hooks); all share one `MemoryService`. It serves
 only its own user (the peer's uid, where the system tells it), exits after
 `shared_process_idle_minutes` without a session (its pending updates get the same bounded flush as a
 stdio server's), or once its socket is removed; a session whose client dies ends alone.
@@ -41,7 +42,7 @@ from memory_mcp.base.errors import MemoryServiceError
 from memory_mcp.base.projects import project_of
 from memory_mcp.base.settings import ConfigError, load_settings
 from memory_mcp.mcp.server import build_server
-from memory_mcp.mcp.stdio import serve_streams, socket_transport
+from memory_mcp.mcp.stdio import MAX_LINE_BYTES, serve_streams, socket_transport
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store.durable import FileLock, LockTimeout, append_records, ensure_directory
 
@@ -57,16 +58,23 @@ POLL_SECONDS = 1.0
 LOCK_WAIT_SECONDS = 30.0
 LOCK_POLL_SECONDS = 0.05
 SERVERS_KEPT = 64
-MAX_HELLO_BYTES = 64 * 1024
 MAX_LOG_BYTES = 1024 * 1024
 SOCKET_MODE_MASK = 0o177  # the socket file is its owner's alone (0600)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+# What answers a hook's request ({"argv", "stdin", "cwd", "environ"}) with what the hook prints
+# ({"stdout", "stderr"}), made for the process's service.
+HookAnswerer = Callable[[MemoryService], Callable[[dict[str, Any]], dict[str, str]]]
+
+
+def main(argv: Sequence[str] | None = None, answer_hook: HookAnswerer | None = None) -> int:
     """`SOCKET [CONFIG]`: serve every session that connects to SOCKET until idle."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     socket_path, config = Path(arguments[0]), Path(arguments[1]) if arguments[1:] else None
-    ensure_directory(socket_path.parent)
+    try:
+        ensure_directory(socket_path.parent)
+    except OSError:
+        return EXIT_CANNOT_SERVE  # a data folder it may not write in: each session serves itself
     if not _private(socket_path.parent):
         return EXIT_CANNOT_SERVE  # what listened there could not be trusted: each session serves itself
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -92,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.start()
         try:
             listener = listen(socket_path)
-            anyio.run(serve_shared, service, listener, socket_path, settings.shared_process_idle_minutes * 60)
+            hooks = None if answer_hook is None else answer_hook(service)
+            idle_seconds = settings.shared_process_idle_minutes * 60
+            anyio.run(serve_shared, service, listener, socket_path, idle_seconds, hooks)
         finally:
             left = service.close()
             log.info(
@@ -173,10 +183,17 @@ class Sessions:
         return 0.0 if self.open else time.monotonic() - self.none_since
 
 
-async def serve_shared(service: MemoryService, listener: socket.socket, socket_path: Path, idle_seconds: float) -> None:
+async def serve_shared(
+    service: MemoryService,
+    listener: socket.socket,
+    socket_path: Path,
+    idle_seconds: float,
+    hooks: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+) -> None:
     """Serve each connection to `listener` as its own session until no session has been open for
     `idle_seconds`, the socket file is gone, or a stop signal comes."""
     sessions, ours = Sessions(), socket_path.stat().st_ino
+    hook_lane = anyio.Lock()  # one hook at a time: a hook's output is gathered from the process's streams
     # One server per project serves all its sessions (each is its own on the wire): building one
     # takes ~0.1 s, done in a thread so that sessions already open are not kept waiting.
     servers = functools.lru_cache(maxsize=SERVERS_KEPT)(functools.partial(_server_for, service))
@@ -186,7 +203,7 @@ async def serve_shared(service: MemoryService, listener: socket.socket, socket_p
         async def accept() -> None:
             while True:
                 stream = await accepting.accept()
-                group.start_soon(serve_connection, stream, servers, sessions)
+                group.start_soon(serve_connection, stream, servers, sessions, hooks, hook_lane)
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -207,10 +224,15 @@ async def serve_shared(service: MemoryService, listener: socket.socket, socket_p
 
 
 async def serve_connection(
-    stream: anyio.abc.SocketStream, servers: Callable[[str | None], Any], sessions: Sessions
+    stream: anyio.abc.SocketStream,
+    servers: Callable[[str | None], Any],
+    sessions: Sessions,
+    hooks: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+    hook_lane: anyio.Lock | None = None,
 ) -> None:
     """One session: the relay's first line names its host's folder, this process answers with its
-    pid, then MCP flows, one JSON-RPC message a line, until the relay closes."""
+    pid, then MCP flows, one JSON-RPC message a line, until the relay closes. A first line that
+    names a hook instead gets what the hook prints, one line, and the connection ends."""
     sessions.open += 1
     try:
         async with stream:
@@ -218,8 +240,13 @@ async def serve_connection(
                 log.warning("refused a connection from another user")
                 return
             received = BufferedByteReceiveStream(stream)
-            hello = json.loads(await received.receive_until(b"\n", MAX_HELLO_BYTES))
+            hello = json.loads(await received.receive_until(b"\n", MAX_LINE_BYTES))
             await stream.send(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+            if isinstance(hello.get("hook"), dict) and hooks is not None and hook_lane is not None:
+                async with hook_lane:
+                    answer = await anyio.to_thread.run_sync(hooks, hello["hook"])
+                await stream.send(json.dumps(answer).encode() + b"\n")
+                return
             server = await anyio.to_thread.run_sync(servers, project_of(hello.get("cwd")))
             async with socket_transport(received, stream) as (read_stream, write_stream):
                 await serve_streams(server, read_stream, write_stream)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from command_line import Outcome, run_command
 
-from memory_mcp.hosts.relay import RUN_FOLDER, helper_socket
+from memory_mcp.hosts.relay import RUN_FOLDER, helper_socket, socket_address
 
 
 def stop_hook_helpers(folder: Path) -> None:
@@ -59,3 +63,38 @@ def prompt_hook(home: Path, event: dict[str, Any], *flags: str, **env: str) -> t
     )
     *said, loaded = outcome.stderr.rstrip("\n").split("\n")
     return Outcome(outcome.code, outcome.stdout, "\n".join(said).strip()), loaded == "light"
+
+
+@contextmanager
+def answering_badly(socket_path: Path, answer: bytes | None, greeting: bytes = b"") -> Iterator[None]:
+    """Something listening at `socket_path` in a private folder, as a helper would: it reads one
+    request, sends `greeting`, then `answer`, or a byte a second and never a whole answer when
+    `answer` is None, until the block ends."""
+    socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stop = threading.Event()
+    with socket.socket(socket.AF_UNIX) as listener:
+        with socket_address(socket_path) as address:
+            listener.bind(address)
+        listener.listen(1)
+
+        def answer_badly() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(1 << 20)
+                connection.sendall(greeting)
+                if answer is not None:
+                    connection.sendall(answer)
+                    return
+                while not stop.wait(1.0):
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:
+                        return
+
+        worker = threading.Thread(target=answer_badly)
+        worker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            worker.join()
