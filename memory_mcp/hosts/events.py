@@ -23,6 +23,10 @@ CONTEXT_EVENTS: frozenset[HookEvent] = frozenset({"session-start", "prompt"})
 CLIPPED = " […]"
 
 
+# SessionStart's sources after which the model no longer holds what was given before.
+STARTS_OVER = frozenset({"startup", "clear", "compact"})
+
+
 class HostEvent(BaseModel):
     """A hook's payload in memory's terms (whatever the host calls each field)."""
 
@@ -36,6 +40,13 @@ class HostEvent(BaseModel):
     source: str | None = None  # session-start: startup, resume, clear or compact
     stop_hook_active: bool = False  # stop: another hook turned this stop into a continuation
     turn_id: str | None = None  # stop: the host's id of the turn, where it gives one
+
+    @property
+    def starts_over(self) -> bool:
+        """Whether the model holds nothing given before in this session: a new start, a cleared or
+        compacted conversation (a resumed one has its conversation again); a host that does not
+        say is taken to start over."""
+        return self.source in STARTS_OVER or self.source is None
 
 
 class HostAdapter(Protocol):

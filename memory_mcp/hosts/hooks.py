@@ -29,8 +29,6 @@ from memory_mcp.service.session_ledger import WaitingPrompt, keep_waiting_prompt
 from memory_mcp.store import Scope
 
 ScopeResolver = Callable[[str | None, str | None], Scope]
-# SessionStart's sources after which the model no longer holds what was given before.
-STARTS_OVER = {"startup", "clear", "compact"}
 
 
 def host_session(event: HostEvent, user_id: str | None, agent_name: str | None, folder: str) -> HostSession:
@@ -68,8 +66,8 @@ def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, s
     resumed session keeps what it was given (its conversation is there again)."""
     if "session-start" not in host.injects:
         return host.answer("session-start", "")
-    fresh = event.source in STARTS_OVER or event.source is None
-    return host.answer("session-start", session_digest(service, session, host.max_context_chars, fresh))
+    digest = session_digest(service, session, host.max_context_chars, event.starts_over)
+    return host.answer("session-start", digest)
 
 
 def remember_session(

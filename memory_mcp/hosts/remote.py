@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from memory_mcp.base.ids import validate_identifier
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
-from memory_mcp.hosts.hooks import STARTS_OVER, finished_exchanges, keep_prompt
+from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt
 from memory_mcp.hosts.injection import HostSession
 from memory_mcp.models import Page
 from memory_mcp.models.requests import MAX_QUERY_CHARS
@@ -142,7 +142,7 @@ def answer_remotely(
         session_id=session.session_id,
         project=session.project,
         prompt=(event.prompt or "")[:MAX_QUERY_CHARS],
-        fresh=event.source in STARTS_OVER or event.source is None,
+        fresh=event.starts_over,
         max_tokens=max_tokens,
         max_chars=host.max_context_chars,
         agent_name=session.agent_name,
