@@ -6,12 +6,15 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from memory_mcp.base.clock import now
 from memory_mcp.base.settings import Settings
-from memory_mcp.recall.periods import periods_in
+from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
+from memory_mcp.recall import scope_recall
+from memory_mcp.recall.periods import periods_in, without_relative_times
 from memory_mcp.service.memory_service import MemoryService
 
 NOW = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
@@ -31,6 +34,8 @@ NOW = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
         ("the move in March 2024", ("2024-02-27T00:00:00Z", "2024-04-04T00:00:00Z")),
         ("two years ago", ("2024-05-10T12:00:00Z", "2025-06-09T18:00:00Z")),
         ("about 3 weeks ago", ("2026-10-30T03:00:00Z", "2026-11-08T03:00:00Z")),
+        ("what I baked in the past two weeks", ("2026-11-09T15:00:00Z", "2026-11-24T15:00:00Z")),
+        ("over the last few days", ("2026-11-21T03:00:00Z", "2026-11-24T15:00:00Z")),
         ("我昨天说了什么", ("2026-11-22T12:00:00Z", "2026-11-24T12:00:00Z")),
         ("上周的计划", ("2026-11-15T00:00:00Z", "2026-11-24T00:00:00Z")),
         ("上个月去了哪里", ("2026-09-28T00:00:00Z", "2026-11-04T00:00:00Z")),
@@ -48,6 +53,60 @@ def test_a_named_period_is_resolved_against_now_with_a_margin(query: str, span: 
 @pytest.mark.parametrize("query", ["May I ask something?", "I may go hiking", "weekly review", "3个月的计划", ""])
 def test_words_that_only_look_like_a_time_name_none(query: str) -> None:
     assert periods_in(query, NOW) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("How many times did I bake in the past two weeks?", "how many times did i bake  ?"),
+        ("What did I say yesterday about the garden", "what did i say   about the garden"),
+        ("the milestone I mentioned four weeks ago", "the milestone i mentioned  "),
+        ("the concert in March", "the concert in march"),  # a month's name is what pages say too
+        ("上周的计划", " 的计划"),
+    ],
+)
+def test_words_naming_a_time_relative_to_now_are_left_to_the_period(query: str, words: str) -> None:
+    assert without_relative_times(query) == words
+
+
+def test_a_time_named_in_the_query_does_not_rank_what_mentions_the_past(data_dir: Path) -> None:
+    """ "In the past two weeks" once ranked a talk about Rome's past above the two baking
+    exchanges from those weeks: its words matched as words."""
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0))
+    said = [
+        ("2026-11-20 10:00:00", "I baked sourdough bread on Tuesday", "Lovely."),
+        (
+            "2026-11-05 10:00:00",
+            "Rome has so much history from the past",
+            "Two thousand years of past times, weeks of sights.",
+        ),
+        ("2026-11-18 10:00:00", "I baked a chocolate cake for my sister", "Happy birthday to her."),
+        ("2026-11-23 10:00:00", "Just a note", "ok"),
+    ]
+    for timestamp, user_input, agent_response in said:
+        service.add_memory(
+            AddMemoryRequest.build(user_input=user_input, agent_response=agent_response, timestamp=timestamp)
+        )
+    with mock.patch.object(scope_recall, "now", lambda: NOW):
+        found = service.retrieve_memory(
+            RetrieveMemoryRequest.build(
+                query="How many times did I bake something in the past two weeks?", max_results=3
+            )
+        )
+    assert [page.user_input for page in found.retrieved_pages][:2] == [said[0][1], said[2][1]]
+
+
+def test_a_time_named_that_holds_no_memory_is_matched_as_words(data_dir: Path) -> None:
+    """Nothing was said last year (by now's clock): the asker may be quoting what was said, so the
+    words still count."""
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0))
+    for user_input in ("I want a road trip to Utah some day", "Last year I went on a road trip to Oregon", "A note"):
+        service.add_memory(
+            AddMemoryRequest.build(user_input=user_input, agent_response="ok", timestamp="2026-11-20 10:00:00")
+        )
+    with mock.patch.object(scope_recall, "now", lambda: NOW):
+        found = service.retrieve_memory(RetrieveMemoryRequest.build(query="Where did I go on a road trip last year?"))
+    assert found.retrieved_pages[0].user_input == "Last year I went on a road trip to Oregon"
 
 
 def test_time_words_lift_the_exchange_from_then_on_the_synthetic_set(data_dir: Path) -> None:

@@ -28,6 +28,9 @@ _CHINESE_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "
 _NUMBER = r"\d{1,3}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
 _AGO = re.compile(rf"\b({_NUMBER})\s+(day|week|month|year)s?\s+ago\b")
 _LAST_OR_THIS = re.compile(r"\b(last|past|previous|this)\s+(week|month|year)\b")
+_LATEST = re.compile(
+    rf"\b(?:in\s+|within\s+|over\s+|during\s+)?(?:the\s+)?(?:last|past|previous)\s+({_NUMBER})\s+(day|week|month|year)s?\b"
+)
 _IN_MONTH = re.compile(rf"\b(?:in|during|since|of|last)\s+({'|'.join(MONTHS)})(?:\s+(\d{{4}}))?\b")
 _DAY_WORDS = re.compile(r"\b(yesterday|today|tonight|this morning|day before yesterday)\b")
 _CHINESE_NUMBER = rf"\d{{1,3}}|[{''.join(_CHINESE_DIGITS)}]{{1,3}}"
@@ -80,11 +83,27 @@ def periods_in(query: str, now: datetime) -> list[Period]:
     ]
 
 
+def without_relative_times(query: str) -> str:
+    """`query` without the words that name a time relative to now ("last week", "three days ago",
+    "yesterday"): they say when, which the periods carry (recall drops them when the period holds
+    memory), not what, and matched as words they find whatever mentions a week or the past.
+    Names of months stay: pages say them too."""
+    text = query.casefold()
+    for pattern in (_DAY_WORDS, _LAST_OR_THIS, _LATEST, _AGO, _CHINESE_AGO):
+        text = pattern.sub(" ", text)
+    for phrase in _CHINESE_FIXED:
+        text = text.replace(phrase, " ")
+    return text
+
+
 def _named(text: str, now: datetime) -> Iterator[tuple[str, datetime, datetime]]:
     for match in _DAY_WORDS.finditer(text):
         yield _calendar("day", now, {"yesterday": -1, "day before yesterday": -2}.get(match.group(1), 0))
     for match in _LAST_OR_THIS.finditer(text):
         yield _calendar(match.group(2), now, 0 if match.group(1) == "this" else -1)
+    for match in _LATEST.finditer(text):
+        count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1))
+        yield match.group(2), now - timedelta(days=count * _UNIT_DAYS[match.group(2)]), now
     for match in _AGO.finditer(text):
         yield _ago(match.group(2), _NUMBER_WORDS.get(match.group(1)) or int(match.group(1)), now)
     for match in _IN_MONTH.finditer(text):

@@ -26,7 +26,7 @@ from memory_mcp.memory.sessions import SessionTable, archived_sessions, sessions
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.recall.bm25 import LexicalIndex
 from memory_mcp.recall.fusion import best_of, fused, lexical_share
-from memory_mcp.recall.periods import Period, periods_in
+from memory_mcp.recall.periods import Period, periods_in, without_relative_times
 from memory_mcp.recall.saved_index import SnapshotKeeper
 from memory_mcp.recall.vectors import VectorTable, fact_relevance
 from memory_mcp.store import MemoryStore, PageLog, Scope
@@ -190,12 +190,15 @@ class PageRecall:
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages.between(0, among_first).timestamps, periods) if periods else None
-            lexical = cache.index.scores(request.query, among_first, allowed=eligible, period=period)
+            # When the time named holds memory, the period says when and the words need not; when
+            # it holds none, its words are all there is to go by (the asker may be quoting).
+            words = without_relative_times(request.query) if period is not None and period.any() else request.query
+            lexical = cache.index.scores(words, among_first, allowed=eligible, period=period)
             pages = page_log.pages
             lexical = cache.index.with_phrases(
-                lexical, request.query, lambda numbers: [_page_text(page) for page in pages.pick(numbers)]
+                lexical, words, lambda numbers: [_page_text(page) for page in pages.pick(numbers)]
             )
-            query_weight = cache.index.query_weight(request.query)
+            query_weight = cache.index.query_weight(words)
             scores, similarities = lexical, None
             if query_vector is not None:
                 scores, similarities = self._with_vectors(
@@ -209,7 +212,7 @@ class PageRecall:
                 lifted = ((i, score * (1 + weight * math.log1p(heats[page_sessions[i]]))) for i, score in ranked)
                 ranked = sorted(lifted, key=lambda hit: (-hit[1], -hit[0]))
             ranked = ranked[: request.max_results]
-            own = cache.index.own_scores(request.query, [position for position, _ in ranked])
+            own = cache.index.own_scores(words, [position for position, _ in ranked])
             cache.sessions.visit((cache.sessions.page_sessions[i] for i, _ in ranked), utc_now())
             # A document write and a scan of every session: not on the caller's time.
             saving = self._visits_saver(scope, cache) if cache.sessions.should_save() or cache.let_go else None
