@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 from host_clis import CLAUDE_CODE, host_command
+from http_helpers import HttpServer, issue_token
 from memory_blocks import blocks
 from project import PROJECT_ROOT, network_environment
-from scripted_anthropic import ScriptedAnthropic
+from scripted_anthropic import Reply, ScriptedAnthropic, ToolCall, last_tool_results
 
 import memory_mcp
 
@@ -78,10 +79,10 @@ class PluginHost:
             check=False,
         )
 
-    def session(self, prompt: str, project: Path) -> list[dict[str, Any]]:
-        """`claude -p PROMPT` in `project`; the requests the model was sent meanwhile."""
+    def session(self, prompt: str, project: Path, *flags: str) -> list[dict[str, Any]]:
+        """`claude -p PROMPT [FLAGS]` in `project`; the requests the model was sent meanwhile."""
         before = len(self.api.requests)
-        done = self.claude("-p", prompt, cwd=project)
+        done = self.claude("-p", prompt, *flags, cwd=project)
         assert done.returncode == 0, done.stderr[-2000:]
         sent: list[dict[str, Any]] = self.api.requests[before:]
         return sent
@@ -154,3 +155,40 @@ def test_with_every_option_left_empty_the_plugin_remembers_in_the_default_folder
     first = host.session("In this repo we use pnpm, never npm, and the tests run with vitest.", project)
     assert any(tool.get("name") == RETRIEVE for tool in first[-1].get("tools", [])), "the server runs on defaults"
     assert (host.user_home / ".memory-mcp" / "users" / "default" / "pages.jsonl").exists()
+
+
+def test_with_a_team_server_set_the_plugins_server_and_hooks_use_it_alone(host: PluginHost, tmp_path: Path) -> None:
+    """The two server options make the hooks and the server the plugin starts use the team's
+    memory, for the token's user: nothing is kept on this machine."""
+    config = tmp_path / "server.json"
+    config.write_text(json.dumps({"data_storage_path": str(tmp_path / "team")}), encoding="utf-8")
+    token = issue_token(config, "dana@corp.example")
+    with HttpServer(config, tmp_path / "server.log") as team:
+        assert host.claude("plugin", "marketplace", "add", str(PROJECT_ROOT)).returncode == 0
+        installed = host.claude(
+            "plugin", "install", PLUGIN, "--config", f"memory_server_url={team.base}", "--config",
+            f"memory_server_token={token}",
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        shop = host.user_home / "code" / "webshop"
+        (shop / ".git").mkdir(parents=True)
+        first = host.session("In this repo we use pnpm, never npm, and the tests run with vitest.", shop)
+        assert any(tool.get("name") == RETRIEVE for tool in first[-1].get("tools", [])), "served from the team server"
+        host.api.respond = recall_once
+        later = host.session(
+            "Which package manager should I use to add a dependency?", shop, "--allowedTools", RETRIEVE
+        )
+    given = "\n".join(block for request in later for block in blocks(request))
+    assert "we use pnpm, never npm" in given, "the prompt hook asked the team server"
+    recalled = [result for request in later for result in last_tool_results(request)]
+    assert any("we use pnpm, never npm" in result for result in recalled), "the tool call reached the team server"
+    assert (tmp_path / "team" / "users" / "dana%40corp%2eexample" / "pages.jsonl").exists()
+    assert not list(host.user_home.glob(".memory-mcp/users/*/pages.jsonl")), "nothing kept on this machine"
+
+
+def recall_once(request: dict[str, Any]) -> Reply:
+    """The model calls the plugin's retrieve tool once, where it is offered, then answers."""
+    offered = any(tool.get("name") == RETRIEVE for tool in request.get("tools", []))
+    if offered and not last_tool_results(request):
+        return ToolCall(RETRIEVE, {"query": "package manager pnpm npm"})
+    return "Use pnpm."
