@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import stdio_helpers
 from hook_calls import hook
-from hook_helpers import answering_badly
+from hook_helpers import answering_badly, gone, shared_processes
 from project import PYTHON
 from stdio_helpers import RawServer, add, connect_command, recall, run
 from waiting import wait_until
@@ -28,34 +28,6 @@ pytestmark = pytest.mark.integration
 # `memory-mcp`, as its console script runs it.
 COMMAND = [PYTHON, "-c", "import sys; from memory_mcp.cli.entry import main; sys.exit(main())"]
 START_SECONDS = 60  # a shared process to start and answer, on a loaded machine
-
-
-def command_of(pid: str) -> list[bytes]:
-    try:
-        return Path("/proc", pid, "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []  # gone
-
-
-def shared_processes(home: Path) -> list[int]:
-    """Shared processes serving the data home `home` (Linux's /proc): their socket is in it."""
-    return [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and is_shared_process_of(command_of(pid), str(home).encode())
-    ]
-
-
-def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
-    return b"memory_mcp.cli.shared_process" in command and any(part.startswith(home) for part in command)
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0
 
 
 @pytest.fixture

@@ -21,10 +21,6 @@ from host_clis import COPILOT, HostCli, installed_in_home
 from memory_blocks import BLOCK, texts
 from scripted_responses import ScriptedResponses, input_texts
 
-from memory_mcp.base.settings import Settings
-from memory_mcp.service.memory_service import MemoryService
-from memory_mcp.store import Scope
-
 pytestmark = pytest.mark.integration
 
 MODEL = "gpt-5.4"  # a GPT-5 model Copilot CLI knows, which it talks to over the Responses API
@@ -52,14 +48,6 @@ class CopilotCli(HostCli):
     def run(self, prompt: str, project: Path) -> list[dict[str, Any]]:
         """`copilot -p PROMPT` in `project`; the requests the model was sent meanwhile."""
         return self.run_cli(["-p", prompt, "--trust-folder"], project)
-
-    def stored(self) -> list[tuple[str, str, str | None]]:
-        service = MemoryService(Settings(data_storage_path=self.memory_home))
-        try:
-            pages = service.store.read_pages(Scope("default")).pages
-            return [(page.user_input, page.agent_response, page.project) for page in pages]
-        finally:
-            service.close()
 
 
 def memory_blocks(requests: list[dict[str, Any]]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -98,3 +99,31 @@ def answering_badly(socket_path: Path, answer: bytes | None, greeting: bytes = b
         finally:
             stop.set()
             worker.join()
+
+
+def command_of(pid: str) -> list[bytes]:
+    try:
+        return Path("/proc", pid, "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []  # gone
+
+
+def shared_processes(home: Path) -> list[int]:
+    """Shared processes serving the data home `home` (Linux's /proc): their socket is in it."""
+    return [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and is_shared_process_of(command_of(pid), str(home).encode())
+    ]
+
+
+def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
+    return b"memory_mcp.cli.shared_process" in command and any(part.startswith(home) for part in command)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0

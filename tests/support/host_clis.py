@@ -20,6 +20,10 @@ import pytest
 from command_line import cli
 from project import PROJECT_ROOT
 
+from memory_mcp.base.settings import Settings
+from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store import Scope
+
 HOSTS_FOLDER = PROJECT_ROOT / ".hosts"
 REQUIRED = os.environ.get("MEMORY_MCP_REQUIRE_HOSTS") == "1"
 # package -> (pinned version, the command it installs)
@@ -69,7 +73,7 @@ def installed_in_home(
     written there before."""
     executable = host_command(host)
     user_home = tmp_path / "user"
-    user_home.mkdir()
+    user_home.mkdir(parents=True)
     for relative, text in files.items():
         (user_home / relative).parent.mkdir(parents=True, exist_ok=True)
         (user_home / relative).write_text(text, encoding="utf-8")
@@ -96,6 +100,15 @@ class HostCli:
     def environment(self) -> dict[str, str]:
         """What the CLI runs with: this home and memory's; a host adds how it reaches the API."""
         return {"PATH": os.environ["PATH"], "HOME": str(self.user_home), "MEMORY_MCP_HOME": str(self.memory_home)}
+
+    def stored(self) -> list[tuple[str, str, str | None]]:
+        """Each exchange the default user's memory holds: (prompt, reply, project)."""
+        service = MemoryService(Settings(data_storage_path=self.memory_home))
+        try:
+            pages = service.store.read_pages(Scope("default")).pages
+            return [(page.user_input, page.agent_response, page.project) for page in pages]
+        finally:
+            service.close()
 
     def run_cli(self, arguments: Sequence[str], project: Path) -> list[dict[str, Any]]:
         """The CLI with `arguments` in `project`, no input; the requests the model was sent meanwhile."""
