@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_CONFIG_NAME = "config.json"
+HOME_VARIABLE = "MEMORY_MCP_HOME"  # the data folder
 # Variables that give a setting over the config file, read before the settings are (stdio_relay).
 SERVER_URL_VARIABLE = "MEMORY_MCP_SERVER_URL"
 SERVER_TOKEN_VARIABLE = "MEMORY_MCP_SERVER_TOKEN"
@@ -21,7 +22,7 @@ def process_environment() -> dict[str, str]:
 
 def default_data_path(environ: Mapping[str, str] | None = None) -> Path:
     """$MEMORY_MCP_HOME wins; otherwise ~/.memory-mcp."""
-    home = (os.environ if environ is None else environ).get("MEMORY_MCP_HOME")
+    home = (os.environ if environ is None else environ).get(HOME_VARIABLE)
     return Path(home).expanduser() if home else Path("~/.memory-mcp").expanduser()
 
 

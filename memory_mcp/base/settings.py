@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memory_mcp.base.environment import (
+    HOME_VARIABLE,
     SERVER_TOKEN_VARIABLE,
     SERVER_URL_VARIABLE,
     SHARED_PROCESS_VARIABLE,
@@ -38,6 +39,16 @@ NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
 # The memory server the hooks use: the environment's (a host's plugin settings give it so) wins.
 SERVER_FROM_ENVIRONMENT = {"url": SERVER_URL_VARIABLE, "token": SERVER_TOKEN_VARIABLE}
 ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": SHARED_PROCESS_VARIABLE}
+DSN_VARIABLE = "MEMORY_MCP_DSN"  # storage.dsn, kept out of the file
+# Every variable a setting is read from: a host that passes its servers only the variables it is
+# told to (Codex) is told these.
+SETTINGS_VARIABLES = (
+    HOME_VARIABLE,
+    DSN_VARIABLE,
+    *FROM_ENVIRONMENT.values(),
+    *SERVER_FROM_ENVIRONMENT.values(),
+    *ENVIRONMENT_OVERRIDES.values(),
+)
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 
@@ -362,8 +373,8 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         if environ.get(variable):
             raw[field] = environ[variable]
     storage = raw.get("storage", {})
-    if environ.get("MEMORY_MCP_DSN") and isinstance(storage, dict) and not storage.get("dsn"):
-        raw["storage"] = {**storage, "dsn": environ["MEMORY_MCP_DSN"]}  # the password stays out of the file
+    if environ.get(DSN_VARIABLE) and isinstance(storage, dict) and not storage.get("dsn"):
+        raw["storage"] = {**storage, "dsn": environ[DSN_VARIABLE]}  # the password stays out of the file
     server = raw.get("memory_server", {})
     if isinstance(server, dict):  # the token stays out of the file
         given = {key: environ[variable] for key, variable in SERVER_FROM_ENVIRONMENT.items() if environ.get(variable)}

@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from memory_mcp import __version__
 from memory_mcp.base.environment import (
+    HOME_VARIABLE,
     SERVER_URL_VARIABLE,
     SHARED_PROCESS_VARIABLE,
     default_config_path,
@@ -172,8 +173,8 @@ class Launcher:
         self.config = None if config is None else str(Path(config).expanduser().absolute())
         self.folder = folder
         self.socket_path = shared_socket(environ, self.config)
-        if "MEMORY_MCP_HOME" in self.variables:  # the shared process works in its socket's folder
-            self.variables["MEMORY_MCP_HOME"] = str(default_data_path(environ).absolute())
+        if HOME_VARIABLE in self.variables:  # the shared process works in its socket's folder
+            self.variables[HOME_VARIABLE] = str(default_data_path(environ).absolute())
 
     def reach(self) -> Connection | int:
         """A connection, or the exit status of a shared process that would not serve."""

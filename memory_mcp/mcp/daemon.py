@@ -243,10 +243,12 @@ async def serve_connection(
             hello = json.loads(await received.receive_until(b"\n", MAX_LINE_BYTES))
             await stream.send(json.dumps({"pid": os.getpid()}).encode() + b"\n")
             if isinstance(hello.get("hook"), dict) and hooks is not None and hook_lane is not None:
+                log.info("a hook from %s", hello.get("cwd"))
                 async with hook_lane:
                     answer = await anyio.to_thread.run_sync(hooks, hello["hook"])
                 await stream.send(json.dumps(answer).encode() + b"\n")
                 return
+            log.info("a session from %s", hello.get("cwd"))
             server = await anyio.to_thread.run_sync(servers, project_of(hello.get("cwd")))
             async with socket_transport(received, stream) as (read_stream, write_stream):
                 await serve_streams(server, read_stream, write_stream)

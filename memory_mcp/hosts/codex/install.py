@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tomlkit
 
+from memory_mcp.base.settings import SETTINGS_VARIABLES
 from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, change_toml
 
@@ -37,14 +38,17 @@ def config_file(home: Path, project: Path | None) -> Path:
 
 
 def _with_server(config: tomlkit.TOMLDocument, command: list[str], options: list[str]) -> None:
-    """Our server's table, its command and arguments set; anything the user added to it (env) kept."""
+    """Our server's table, its command, arguments and forwarded variables set; anything the user
+    added to it (env) kept. Codex gives a server only a few variables of its own environment
+    (PATH, HOME, ...): without `env_vars`, a MEMORY_MCP_HOME the hooks see would not reach the
+    server, and the tools would use another memory than the hooks."""
     servers = config.setdefault("mcp_servers", tomlkit.table(is_super_table=True))
+    ours = {"command": command[0], "args": [*command[1:], *options], "env_vars": list(SETTINGS_VARIABLES)}
     if SERVER_NAME in servers:
-        servers[SERVER_NAME]["command"] = command[0]
-        servers[SERVER_NAME]["args"] = [*command[1:], *options]
+        servers[SERVER_NAME].update(ours)
         return
     server = tomlkit.table()
-    server.update({"command": command[0], "args": [*command[1:], *options]})
+    server.update(ours)
     server.add(tomlkit.nl())  # a blank line before whatever table follows
     servers[SERVER_NAME] = server
 
