@@ -109,6 +109,21 @@ def test_a_time_named_that_holds_no_memory_is_matched_as_words(data_dir: Path) -
     assert found.retrieved_pages[0].user_input == "Last year I went on a road trip to Oregon"
 
 
+def test_a_time_named_whose_only_exchange_is_not_ranked_is_matched_as_words(data_dir: Path) -> None:
+    """The only exchange from last week is the newest, shown as the recent conversation and never
+    ranked: for the ranking, the time holds nothing, and its words still count."""
+    service = MemoryService(Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0))
+    for user_input, timestamp in (
+        ("I want a road trip to Utah some day", "2026-10-01 10:00:00"),
+        ("Last week I went on a road trip to Oregon", "2026-10-02 10:00:00"),
+        ("A note", "2026-11-18 10:00:00"),
+    ):
+        service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response="ok", timestamp=timestamp))
+    with mock.patch.object(scope_recall, "now", lambda: NOW):
+        found = service.retrieve_memory(RetrieveMemoryRequest.build(query="Where did I go on a road trip last week?"))
+    assert found.retrieved_pages[0].user_input == "Last week I went on a road trip to Oregon"
+
+
 def test_time_words_lift_the_exchange_from_then_on_the_synthetic_set(data_dir: Path) -> None:
     """bench/relative_dates.py's memory: the same activities again and again over two years, told
     apart only by when. By words alone the right one comes first about one time in seven; a quarter

@@ -190,9 +190,10 @@ class PageRecall:
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
             period = _within(page_log.pages.between(0, among_first).timestamps, periods) if periods else None
-            # When the time named holds memory, the period says when and the words need not; when
-            # it holds none, its words are all there is to go by (the asker may be quoting).
-            words = without_relative_times(request.query) if period is not None and period.any() else request.query
+            # When the time named holds memory this search may return, the period says when and the
+            # words need not; when it holds none, its words are all there is (the asker may be quoting).
+            named_held = period is not None and bool((period[: len(eligible)] & eligible[: len(period)]).any())
+            words = without_relative_times(request.query) if named_held else request.query
             lexical = cache.index.scores(words, among_first, allowed=eligible, period=period)
             pages = page_log.pages
             lexical = cache.index.with_phrases(
