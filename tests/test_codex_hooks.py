@@ -195,6 +195,7 @@ def test_install_adds_our_three_hooks_keeps_the_users_and_uninstall_takes_out_ex
     assert sorted(config["mcp_servers"]) == ["acme", "memory-mcp"]
     server = config["mcp_servers"]["memory-mcp"]
     assert commands_run(server["command"], server["args"])
+    assert {"MEMORY_MCP_HOME", "OPENAI_BASE_URL"} <= set(server["env_vars"]), "Codex forwards what settings read"
     assert config_file.read_text(encoding="utf-8").startswith('# mine\nmodel = "gpt-5.5"  # the model I use\n')
     hooks = json.loads(hooks_file.read_text())["hooks"]
     commands = {event: [h["command"] for group in hooks[event] for h in group["hooks"]] for event in hooks}
@@ -211,6 +212,16 @@ def test_install_adds_our_three_hooks_keeps_the_users_and_uninstall_takes_out_ex
     assert removed.code == 0, removed.stderr
     assert json.loads(hooks_file.read_text()) == USERS_HOOKS
     assert config_file.read_text(encoding="utf-8") == USERS_CONFIG, "comments, layout and trust kept to the byte"
+
+
+def test_installing_again_keeps_the_variables_a_user_added_to_our_server(home: Path, codex_home: Path) -> None:
+    codex_home.mkdir(parents=True)
+    config_file = codex_home / "config.toml"
+    config_file.write_text('[mcp_servers.memory-mcp]\ncommand = "old"\nenv_vars = ["MY_PROXY"]\n', encoding="utf-8")
+    assert cli(home, "install", "codex", env={"HOME": str(codex_home.parent)}).code == 0
+    server = tomllib.loads(config_file.read_text(encoding="utf-8"))["mcp_servers"]["memory-mcp"]
+    assert server["env_vars"][0] == "MY_PROXY" and "MEMORY_MCP_HOME" in server["env_vars"]
+    assert server["command"] != "old"
 
 
 def commands_run(command: str, args: list[str]) -> bool:

@@ -282,6 +282,11 @@ def test_settings_that_differ_are_served_by_different_processes(tmp_path: Path) 
     assert shared_socket(home, None) != shared_socket(home, "/x/config.json")
     assert shared_socket(home, None) != shared_socket(home | {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, None)
     assert shared_socket(home, None) == shared_socket(home | {"PATH": "/elsewhere"}, None)
+    # Codex gives its server only the variables settings read, its hooks all: both are served by one.
+    assert shared_socket(home, None) == shared_socket(home | {"OPENAI_ORG_ID": "org-1"}, None)
+    before = shared_socket(home, None)
+    (tmp_path / "config.json").write_text('{"user_id": "dana"}', encoding="utf-8")
+    assert shared_socket(home, None) != before, "an edited config file is served by a new process"
 
 
 def test_code_changed_in_place_gets_a_new_process(tmp_path: Path) -> None:

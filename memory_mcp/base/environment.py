@@ -8,11 +8,27 @@ from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_CONFIG_NAME = "config.json"
+# The variables settings are read from (base.settings says how each is used).
 HOME_VARIABLE = "MEMORY_MCP_HOME"  # the data folder
-# Variables that give a setting over the config file, read before the settings are (stdio_relay).
+DSN_VARIABLE = "MEMORY_MCP_DSN"
+API_KEY_VARIABLE = "OPENAI_API_KEY"
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+LLM_MODEL_VARIABLE = "MEMORY_MCP_LLM_MODEL"
 SERVER_URL_VARIABLE = "MEMORY_MCP_SERVER_URL"
 SERVER_TOKEN_VARIABLE = "MEMORY_MCP_SERVER_TOKEN"
 SHARED_PROCESS_VARIABLE = "MEMORY_MCP_SHARED_PROCESS_IDLE_MINUTES"
+# All of them: a host that passes its servers only the variables it is told to (Codex) is told
+# these, and sessions that differ in them are served by different shared processes.
+SETTINGS_VARIABLES = (
+    HOME_VARIABLE,
+    DSN_VARIABLE,
+    API_KEY_VARIABLE,
+    BASE_URL_VARIABLE,
+    LLM_MODEL_VARIABLE,
+    SERVER_URL_VARIABLE,
+    SERVER_TOKEN_VARIABLE,
+    SHARED_PROCESS_VARIABLE,
+)
 
 
 def process_environment() -> dict[str, str]:

@@ -15,7 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memory_mcp.base.environment import (
-    HOME_VARIABLE,
+    API_KEY_VARIABLE,
+    BASE_URL_VARIABLE,
+    DSN_VARIABLE,
+    LLM_MODEL_VARIABLE,
     SERVER_TOKEN_VARIABLE,
     SERVER_URL_VARIABLE,
     SHARED_PROCESS_VARIABLE,
@@ -27,9 +30,9 @@ from memory_mcp.base.ids import validate_identifier
 
 # Settings the environment fills when the config file leaves them empty (secrets stay off disk).
 FROM_ENVIRONMENT = {
-    "openai_api_key": "OPENAI_API_KEY",
-    "openai_base_url": "OPENAI_BASE_URL",
-    "llm_model": "MEMORY_MCP_LLM_MODEL",
+    "openai_api_key": API_KEY_VARIABLE,
+    "openai_base_url": BASE_URL_VARIABLE,
+    "llm_model": LLM_MODEL_VARIABLE,
 }
 # Settings whose null in a config file means "not set here": the environment's value, else the
 # default (the data folder's honours $MEMORY_MCP_HOME). `init` writes them null, so the file it
@@ -39,16 +42,7 @@ NULL_MEANS_UNSET = ("data_storage_path", *FROM_ENVIRONMENT)
 # The memory server the hooks use: the environment's (a host's plugin settings give it so) wins.
 SERVER_FROM_ENVIRONMENT = {"url": SERVER_URL_VARIABLE, "token": SERVER_TOKEN_VARIABLE}
 ENVIRONMENT_OVERRIDES = {"shared_process_idle_minutes": SHARED_PROCESS_VARIABLE}
-DSN_VARIABLE = "MEMORY_MCP_DSN"  # storage.dsn, kept out of the file
-# Every variable a setting is read from: a host that passes its servers only the variables it is
-# told to (Codex) is told these.
-SETTINGS_VARIABLES = (
-    HOME_VARIABLE,
-    DSN_VARIABLE,
-    *FROM_ENVIRONMENT.values(),
-    *SERVER_FROM_ENVIRONMENT.values(),
-    *ENVIRONMENT_OVERRIDES.values(),
-)
+
 COMMENT_PREFIX = "//"  # a key starting so is a comment: JSON has no other kind
 
 

@@ -88,7 +88,10 @@ def _helper_answer(arguments: list[str], event: str) -> tuple[dict[str, str] | N
     request = {"argv": arguments, "stdin": event, "cwd": cwd, "environ": environ}
     config = option_value(arguments, "--config")
     if hasattr(socket, "AF_UNIX") and sharing_on(environ, config):
-        shared = ask_shared_process(request, config, environ)
+        try:
+            shared = ask_shared_process(request, config, environ)
+        except OSError:  # no socket or process to be had (out of descriptors): the hook answers itself
+            shared = None
         return (None if shared is None else hook_answer(shared)), False
     answer = ask_helper(request, helper_socket(environ))
     return (None if answer is None else hook_answer(answer)), True

@@ -125,8 +125,9 @@ class _HookHelper:
     """The hook helper's work: answer context hooks as `memory-mcp hook ...` would, reading
     settings anew for each request (its command line, environment and folder) and keeping a
     service, with its loaded memory, per distinct settings. It warms up on the first request's.
-    In the shared process (`shared`), every request is answered with that process's service: the
-    relay sends a hook there only when its settings are the process's."""
+    In the shared process (`shared`), a request is answered with that process's service when its
+    settings are the process's (the relay sends it there only then; should they differ, as when
+    the config file changed in between, it gets a service of its own, as in a helper)."""
 
     MAX_SERVICES = 4
 
@@ -171,9 +172,9 @@ class _HookHelper:
             service.close()
 
     def _service(self, settings: Settings) -> MemoryService:
-        if self._shared is not None:
-            return self._shared
         key = settings.model_dump_json()
+        if self._shared is not None and key == self._shared.settings.model_dump_json():
+            return self._shared
         service = self._services.pop(key, None)
         if service is None:
             service = MemoryService(settings, short_lived=True)

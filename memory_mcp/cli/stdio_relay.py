@@ -32,6 +32,7 @@ from memory_mcp import __version__
 from memory_mcp.base.environment import (
     HOME_VARIABLE,
     SERVER_URL_VARIABLE,
+    SETTINGS_VARIABLES,
     SHARED_PROCESS_VARIABLE,
     default_config_path,
     default_data_path,
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
     import subprocess
 
 SHARING_SETTING = "shared_process_idle_minutes"
-# Variables the settings read: sessions that differ in them are served by different processes.
-SETTINGS_VARIABLE_PREFIXES = ("MEMORY_MCP_", "OPENAI_")
 # The shared process's exit statuses (memory_mcp.mcp.daemon): sharing is off, or it cannot serve.
 EXIT_NOT_SHARED, EXIT_CANNOT_SERVE = 3, 4
 DAEMON_MODULE = "memory_mcp.cli.shared_process"
@@ -115,11 +114,22 @@ def sharing_on(environ: Mapping[str, str], config: str | None) -> bool:
 def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
     run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
-    variables = sorted((k, v) for k, v in environ.items() if k.startswith(SETTINGS_VARIABLE_PREFIXES) and v)
+    variables = sorted((name, environ[name]) for name in SETTINGS_VARIABLES if environ.get(name))
     package = Path(__file__).resolve().parents[1]
+    config_path = Path(config) if config else default_config_path(environ)
     made_of = [__version__, str(package), code_stamp(str(package)), str(run_folder), config, variables]
+    made_of.append(file_stamp(config_path))  # an edited config file is served by a new process
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
     return run_folder / f"shared-{name}.sock"
+
+
+def file_stamp(path: Path) -> list[int]:
+    """When and how large `path` was last written ([] when it is not there)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return []
+    return [info.st_mtime_ns, info.st_size]
 
 
 def code_stamp(folder: str) -> int:

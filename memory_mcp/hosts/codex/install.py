@@ -18,7 +18,7 @@ from pathlib import Path
 
 import tomlkit
 
-from memory_mcp.base.settings import SETTINGS_VARIABLES
+from memory_mcp.base.environment import SETTINGS_VARIABLES
 from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, without_hooks
 from memory_mcp.hosts.settings_files import SettingsChange, change_file, change_toml
 
@@ -45,7 +45,8 @@ def _with_server(config: tomlkit.TOMLDocument, command: list[str], options: list
     servers = config.setdefault("mcp_servers", tomlkit.table(is_super_table=True))
     ours = {"command": command[0], "args": [*command[1:], *options], "env_vars": list(SETTINGS_VARIABLES)}
     if SERVER_NAME in servers:
-        servers[SERVER_NAME].update(ours)
+        given = [name for name in servers[SERVER_NAME].get("env_vars", []) if name not in SETTINGS_VARIABLES]
+        servers[SERVER_NAME].update(ours | {"env_vars": [*given, *SETTINGS_VARIABLES]})
         return
     server = tomlkit.table()
     server.update(ours)
