@@ -35,6 +35,7 @@ from memory_mcp.store.interfaces import Scope
 from memory_mcp.store.records import page_record
 
 log = logging.getLogger(__name__)
+STAGING_LOCK_SECONDS = 5.0
 
 
 class Tombstones:
@@ -77,7 +78,8 @@ class Tombstones:
     def _staging(self, staged: Path) -> Iterator[None]:
         """Hold the staging's lock while it is written and put in place, then delete the lock."""
         lock = FileLock(self._layout.staging_lock_file(staged))
-        lock.acquire(timeout=0)  # its name is new: nobody else holds it
+        # Its name is new, but a store opening meanwhile may take it for a moment to see it is stray.
+        lock.acquire(timeout=STAGING_LOCK_SECONDS)
         try:
             yield
             lock.delete()
