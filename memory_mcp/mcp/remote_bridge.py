@@ -56,7 +56,12 @@ class RemoteSession:
             reason = f"the memory server at {self.url} did not answer ({type(exc).__name__}: {exc})"
             await self._fail(request_id, reason, host)
             return
-        if request_id is None or response.status_code == 202:
+        if request_id is None:
+            return
+        if response.status_code == 202:
+            await self._fail(
+                request_id, f"the memory server at {self.url} accepted the request but gave no answer", host
+            )
             return
         try:
             answer = types.jsonrpc_message_adapter.validate_json(response.content, by_name=False)
