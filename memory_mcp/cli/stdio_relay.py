@@ -6,8 +6,9 @@ prompt hooks ask that process too (`ask_shared_process`), instead of a hook help
 Standard library only, and nothing heavy: it starts in tens of milliseconds and stays small. The
 shared process is found by a socket in the data folder's run/ folder (owner-only) named by a hash
 of what makes its code and settings: the package's version, place and files' times, the data folder,
-the config file and the environment variables settings read. Its first line says where the host
-started this process (that folder is the session's project); then bytes pass untouched both ways.
+the config file and when it was written, and the environment variables settings read. Its first line
+says where the host started this process (that folder is the session's project); then bytes pass
+untouched both ways.
 
 If the shared process dies mid-call, every request it did not answer gets a JSON-RPC error here, so
 the host sees the call fail (an exchange is acknowledged only once it is on disk); then a new one is

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 PROJECT_TOOLS = ("add_memory", "retrieve_memory")  # the tools whose calls are about a project
 # A tool call may take a while on a busy server (an import, a flush); connecting may not.
 CALL_SECONDS = 120.0
+# Once the host closes the session, calls still under way get this long to finish.
+CLOSING_SECONDS = 10.0
 
 
 class RemoteSession:
@@ -113,3 +115,4 @@ async def serve_remotely(server: MemoryServerSettings, project: str | None) -> N
                     await to_host.send(SessionMessage(INVALID_ID_ERROR))
                 else:  # each on its own: a slow call does not hold up the next
                     group.start_soon(session.pass_on, item.message, to_host)
+            group.cancel_scope.deadline = anyio.current_time() + CLOSING_SECONDS  # the host has gone
