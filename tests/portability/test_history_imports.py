@@ -19,6 +19,8 @@ from command_line import MODULE, cli, cli_env
 from stdio_helpers import snapshot
 
 from memory_mcp.hosts.events import HostEvent, one_exchange
+from memory_mcp.store import Scope
+from memory_mcp.store.files.backend import JsonStore
 
 START = 1_717_236_000.0  # 2024-06-01T10:00:00Z
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -338,7 +340,9 @@ def test_importing_again_stores_nothing_and_says_how_far_it_came(home: Path, tmp
     }, "no page file rewritten"
 
 
-def test_an_import_killed_part_way_then_run_again_ends_as_one_uninterrupted_import(tmp_path: Path) -> None:
+def test_an_import_killed_part_way_then_run_again_ends_as_one_uninterrupted_import_its_index_saved(
+    tmp_path: Path,
+) -> None:
     export = tmp_path / "conversations.json"
     export.write_text(json.dumps([chatgpt_conversation(n, exchanges=4) for n in range(1_500)]), encoding="utf-8")
     killed_home, whole_home = tmp_path / "killed", tmp_path / "whole"
@@ -364,6 +368,12 @@ def test_an_import_killed_part_way_then_run_again_ends_as_one_uninterrupted_impo
     assert resumed["added"] + resumed["already_stored"] == whole["added"] == 6_000
     assert resumed["already_stored"] >= partial
     assert stored_pages(killed_home) == stored_pages(whole_home)
+    exported = tmp_path / "default.json"  # and an export of it, imported for another user
+    exported.write_text(cli(whole_home, "export", "default").stdout, encoding="utf-8")
+    assert cli(whole_home, "import", exported, "--user", "bob", timeout=300).code == 0
+    for imported, user in ((killed_home, "default"), (whole_home, "default"), (whole_home, "bob")):
+        # the first recall after the import reads its word index
+        assert JsonStore(imported).read_index_snapshot(Scope(user)) is not None, (imported, user)
 
 
 def write_bad(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:

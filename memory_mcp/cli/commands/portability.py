@@ -58,6 +58,8 @@ def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
         print("memory-mcp import: not confirmed; nothing was changed", file=sys.stderr)
         return 1
     results = [service.import_memory(request) for request in requests]
+    for user_id in dict.fromkeys(result.user_id for result in results):
+        service.warm_up(user_id)  # its word index, saved as the command closes: a fast first recall
     if args.json:
         return print_json([result.model_dump(mode="json") for result in results])
     for result in results:
@@ -97,6 +99,7 @@ def import_history(service: MemoryService, args: argparse.Namespace, history: Hi
         return 130
     if tty:
         print(file=sys.stderr)
+    service.warm_up(user)  # its word index, saved as the command closes: a fast first recall
     summary = {
         "user_id": user,
         "source": history.kind,
