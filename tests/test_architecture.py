@@ -139,6 +139,7 @@ def test_the_commands_first_step_loads_the_standard_library_alone() -> None:
         "memory_mcp.hosts.relay",
         "memory_mcp.base",
         "memory_mcp.base.environment",
+        "memory_mcp.base.private_sockets",
     }
     others = {name.split(".")[0] for name in loaded} - set(sys.stdlib_module_names) - {"memory_mcp"}
     assert {name for name in others if not name.startswith("_")} == set(), others

@@ -21,7 +21,8 @@ from project import PYTHON
 from stdio_helpers import RawServer, add, connect_command, recall, run
 from waiting import wait_until
 
-from memory_mcp.cli.stdio_relay import code_stamp, relayed_options, shared_socket, sharing_on
+from memory_mcp.base.private_sockets import code_stamp
+from memory_mcp.cli.stdio_relay import relayed_options, shared_socket, sharing_on
 
 pytestmark = pytest.mark.integration
 
@@ -293,6 +294,6 @@ def test_code_changed_in_place_gets_a_new_process(tmp_path: Path) -> None:
     (tmp_path / "package" / "part").mkdir(parents=True)
     module = tmp_path / "package" / "part" / "module.py"
     module.write_text("", encoding="utf-8")
-    before = code_stamp(str(tmp_path / "package"))
+    before = code_stamp(tmp_path / "package")
     os.utime(module, ns=(before + 10**9, before + 10**9))
-    assert code_stamp(str(tmp_path / "package")) == before + 10**9
+    assert code_stamp(tmp_path / "package") == before + 10**9

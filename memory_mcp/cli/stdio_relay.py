@@ -38,12 +38,12 @@ from memory_mcp.base.environment import (
     default_config_path,
     default_data_path,
 )
+from memory_mcp.base.private_sockets import PACKAGE_FOLDER, code_stamp, is_private_folder
 from memory_mcp.hosts.relay import (
     ANSWER_TIMEOUT_SECONDS,
     MAX_MESSAGE_BYTES,
     HelperFailed,
     helper_socket,
-    is_private_folder,
     socket_address,
 )
 
@@ -116,9 +116,8 @@ def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
     run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
     variables = sorted((name, environ[name]) for name in SETTINGS_VARIABLES if environ.get(name))
-    package = Path(__file__).resolve().parents[1]
     config_path = Path(config) if config else default_config_path(environ)
-    made_of = [__version__, str(package), code_stamp(str(package)), str(run_folder), config, variables]
+    made_of = [__version__, str(PACKAGE_FOLDER), code_stamp(), str(run_folder), config, variables]
     made_of.append(file_stamp(config_path))  # an edited config file is served by a new process
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
     return run_folder / f"shared-{name}.sock"
@@ -131,18 +130,6 @@ def file_stamp(path: Path) -> list[int]:
     except OSError:
         return []
     return [info.st_mtime_ns, info.st_size]
-
-
-def code_stamp(folder: str) -> int:
-    """The newest modification time of the package's code (about a millisecond): code upgraded or
-    edited in place is served by a new process, never by one still running the old code."""
-    newest = 0
-    for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-            newest = max(newest, code_stamp(entry.path))
-        elif entry.name.endswith(".py"):
-            newest = max(newest, entry.stat().st_mtime_ns)
-    return newest
 
 
 class Connection:

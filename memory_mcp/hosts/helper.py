@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from memory_mcp.base.private_sockets import code_stamp, inode_of, is_private_folder
 from memory_mcp.hosts.relay import (
     ANSWER_TIMEOUT_SECONDS,
-    is_private_folder,
     receive_message,
     send_message,
     socket_address,
@@ -109,7 +109,7 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
         lock.acquire(timeout=0)
     except LockTimeout:
         return  # another helper is there
-    unanswered, code = None, _code_version()
+    unanswered, code = None, code_stamp()
     try:
         socket_path.unlink(missing_ok=True)  # left by a helper that was killed
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
@@ -122,7 +122,7 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
                 work.warm_up()
                 unanswered = _answer_until_idle(listener, socket_path, ours, idle_seconds, work, code)
             finally:
-                if _inode(socket_path) == ours:
+                if inode_of(socket_path) == ours:
                     socket_path.unlink(missing_ok=True)
                 work.close()
     finally:
@@ -137,14 +137,14 @@ def _answer_until_idle(
     """Answer requests until idle or the socket is gone; return the request left unanswered
     because the code changed since `code` was read, if one was."""
     last_request = time.monotonic()
-    while _inode(socket_path) == ours:
+    while inode_of(socket_path) == ours:
         try:
             connection, _ = listener.accept()
         except TimeoutError:
             if time.monotonic() - last_request >= idle_seconds:
                 return None
             continue
-        if _code_version() != code:
+        if code_stamp() != code:
             return connection
         with connection:
             connection.settimeout(ANSWER_TIMEOUT_SECONDS)
@@ -154,16 +154,3 @@ def _answer_until_idle(
                 pass  # a client that went away or sent garbage: the next one is served all the same
         last_request = time.monotonic()
     return None
-
-
-def _code_version() -> int:
-    """The newest modification time among the package's files: it changes with any upgrade or edit."""
-    package = Path(__file__).resolve().parents[1]
-    return max(path.stat().st_mtime_ns for path in package.rglob("*.py"))
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import Any
 
 from memory_mcp import __version__
 from memory_mcp.base.environment import default_data_path
+from memory_mcp.base.private_sockets import is_private_folder
 
 RUN_FOLDER = "run"
 # A helper still loading a large memory may take a while; one that takes longer has a problem,
@@ -40,16 +40,6 @@ def helper_socket(environ: Mapping[str, str] | None = None) -> Path:
     installation = f"{__version__}\0{Path(__file__).resolve().parent}"
     name = hashlib.sha256(installation.encode()).hexdigest()[:12]
     return default_data_path(environ) / RUN_FOLDER / f"hook-helper-{name}.sock"
-
-
-def is_private_folder(folder: Path) -> bool:
-    """A real folder owned by this user that nobody else may enter: only then is what listens
-    inside it this user's own process."""
-    try:
-        info = folder.lstat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o077 == 0
 
 
 def ask_helper(request: dict[str, Any], socket_path: Path, timeout: float = ANSWER_TIMEOUT_SECONDS) -> Any:

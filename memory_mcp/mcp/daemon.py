@@ -23,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import stat
 import struct
 import sys
 import time
@@ -39,6 +38,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from memory_mcp import __version__
 from memory_mcp.base.errors import MemoryServiceError
+from memory_mcp.base.private_sockets import inode_of, is_private_folder
 from memory_mcp.base.projects import project_of
 from memory_mcp.base.settings import ConfigError, load_settings
 from memory_mcp.mcp.server import build_server
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None, answer_hook: HookAnswerer | None = N
         ensure_directory(socket_path.parent)
     except OSError:
         return EXIT_CANNOT_SERVE  # a data folder it may not write in: each session serves itself
-    if not _private(socket_path.parent):
+    if not is_private_folder(socket_path.parent):
         return EXIT_CANNOT_SERVE  # what listened there could not be trusted: each session serves itself
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -132,12 +132,6 @@ def _take_lock(lock: FileLock, socket_path: Path) -> int | None:
             continue
         socket_path.unlink(missing_ok=True)  # left by a process that was killed: from now on, it means serving
         return None
-
-
-def _private(folder: Path) -> bool:
-    """A real folder of this user's that nobody else may enter (the relay checks the same)."""
-    info = folder.lstat()
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
 class LogFile(logging.Handler):
@@ -215,11 +209,11 @@ async def serve_shared(
         group.start_soon(stop_on_signal)
         while sessions.idle_for() < idle_seconds:
             await anyio.sleep(POLL_SECONDS)
-            if _inode(socket_path) != ours and not sessions.open:
+            if inode_of(socket_path) != ours and not sessions.open:
                 break
         log.info("no session for %g minutes: exiting", idle_seconds / 60)
         group.cancel_scope.cancel()
-    if _inode(socket_path) == ours:
+    if inode_of(socket_path) == ours:
         socket_path.unlink(missing_ok=True)
 
 
@@ -271,13 +265,6 @@ def same_user(stream: anyio.abc.SocketStream) -> bool:
     raw = stream.extra(SocketAttribute.raw_socket)
     _pid, uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     return bool(uid == os.getuid())
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":
