@@ -202,6 +202,18 @@ class MemoryServerSettings(BaseModel):
         description="How long a hook waits for the server before it gives no context (and a call, to connect).",
     )
 
+    def endpoint(self, path: str) -> str:
+        """The address of `path` (/mcp, /hooks/...) on the server."""
+        assert self.url is not None
+        return self.url.rstrip("/") + path
+
+    def request_headers(self) -> dict[str, str]:
+        """What every request to the server carries: a JSON body, and the token when there is one."""
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
 
 class HttpSettings(BaseModel):
     """The streamable-HTTP server (`memory-mcp --transport streamable-http`)."""

@@ -87,12 +87,10 @@ def send_exchanges(settings: Settings, request: StoreRequest) -> int:
 
 def _post(settings: Settings, action: str, body: str) -> object:
     server = settings.memory_server
-    assert server.url is not None
-    url = server.url.rstrip("/") + f"{HOOKS_PATH}/{action}"
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if server.token:
-        headers["Authorization"] = f"Bearer {server.token}"
-    request = urllib.request.Request(url, data=body.encode("utf-8"), headers=headers, method="POST")
+    headers = {"Accept": "application/json", **server.request_headers()}
+    request = urllib.request.Request(
+        server.endpoint(f"{HOOKS_PATH}/{action}"), data=body.encode("utf-8"), headers=headers, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=server.timeout_seconds) as response:  # noqa: S310 (the configured URL)
             return json.loads(response.read())

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from memory_mcp.base.settings import MemoryServerSettings
 from memory_mcp.mcp.http import MCP_PATH
-from memory_mcp.mcp.stdio import INVALID_ID_ERROR, is_request_without_usable_id, unreadable_line_error
+from memory_mcp.mcp.stdio import servable
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +40,10 @@ class RemoteSession:
     """One host session's messages, each posted to the server; answers and errors back to the host."""
 
     def __init__(self, server: MemoryServerSettings, project: str | None, client: httpx2.AsyncClient) -> None:
-        assert server.url is not None
-        self.url = server.url.rstrip("/") + MCP_PATH
+        self.url = server.endpoint(MCP_PATH)
         self.project = project
         self.client = client
-        self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-        if server.token:
-            self.headers["Authorization"] = f"Bearer {server.token}"
+        self.headers = {"Accept": "application/json, text/event-stream", **server.request_headers()}
 
     async def pass_on(self, message: types.JSONRPCMessage, host: WriteStream[SessionMessage]) -> None:
         """Post one message; a request's answer, or an error saying why there is none, to the host."""
@@ -109,10 +106,7 @@ async def serve_remotely(server: MemoryServerSettings, project: str | None) -> N
         session = RemoteSession(server, project, client)
         async with from_host, to_host, anyio.create_task_group() as group:  # stdout closes after the last answer
             async for item in from_host:
-                if isinstance(item, Exception):
-                    await to_host.send(SessionMessage(unreadable_line_error(item)))
-                elif is_request_without_usable_id(item.message):
-                    await to_host.send(SessionMessage(INVALID_ID_ERROR))
-                else:  # each on its own: a slow call does not hold up the next
-                    group.start_soon(session.pass_on, item.message, to_host)
+                message = await servable(item, to_host)
+                if message is not None:  # each on its own: a slow call does not hold up the next
+                    group.start_soon(session.pass_on, message.message, to_host)
             group.cancel_scope.deadline = anyio.current_time() + CLOSING_SECONDS  # the host has gone

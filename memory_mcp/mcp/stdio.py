@@ -50,19 +50,30 @@ async def serve_streams(
     async def answer_unreadable_lines() -> None:
         async with to_server:
             async for item in read_stream:
-                if isinstance(item, Exception):
-                    error = unreadable_line_error(item)
-                    log.warning("a line received is not a JSON-RPC message: %s", error.error.message)
-                    await write_stream.send(SessionMessage(error))
-                elif is_request_without_usable_id(item.message):
-                    log.warning("a request received has no usable id (%s)", item.message.method)
-                    await write_stream.send(SessionMessage(INVALID_ID_ERROR))
-                else:
-                    await to_server.send(item)
+                message = await servable(item, write_stream)
+                if message is not None:
+                    await to_server.send(message)
 
     async with anyio.create_task_group() as group:
         group.start_soon(answer_unreadable_lines)
         await lowlevel.run(from_client, write_stream, lowlevel.create_initialization_options())
+
+
+async def servable(
+    item: SessionMessage | Exception, write_stream: WriteStream[SessionMessage]
+) -> SessionMessage | None:
+    """`item` as a message to serve, or None when it is none: a line that is not a JSON-RPC message,
+    or a request whose id cannot be used, answered with its error here."""
+    if isinstance(item, Exception):
+        error = unreadable_line_error(item)
+        log.warning("a line received is not a JSON-RPC message: %s", error.error.message)
+        await write_stream.send(SessionMessage(error))
+        return None
+    if is_request_without_usable_id(item.message):
+        log.warning("a request received has no usable id (%s)", item.message.method)
+        await write_stream.send(SessionMessage(INVALID_ID_ERROR))
+        return None
+    return item
 
 
 INVALID_ID_ERROR = types.JSONRPCError(
