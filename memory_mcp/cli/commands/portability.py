@@ -6,15 +6,14 @@ import argparse
 import json
 import sys
 
-from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput
 from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
 from memory_mcp.cli.commands.checks import confirmed, require_stored
 from memory_mcp.cli.commands.output import console, emit, print_json
-from memory_mcp.models import ExportDocument, ExportRequest, ImportRequest, MemoryDocument
+from memory_mcp.models import ExportRequest, ImportRequest
 from memory_mcp.portability.documents import parse_import
-from memory_mcp.portability.history import FOLDER_KINDS, History, batches, read_history
+from memory_mcp.portability.history import FOLDER_KINDS, History, merging_imports, read_history
 from memory_mcp.portability.history import KINDS as HISTORY_KINDS
 from memory_mcp.portability.host_sessions import default_folder
 from memory_mcp.portability.memoryos import from_memoryos
@@ -88,9 +87,8 @@ def import_history(service: MemoryService, args: argparse.Namespace, history: Hi
     total, added, skipped = history.exchanges, 0, 0
     tty = sys.stderr.isatty()
     try:
-        for batch in batches(history, service.settings.max_text_chars):
-            document = ExportDocument(exported_at=utc_now(), user_id=user, memory=MemoryDocument(), pages=batch.pages)
-            result = service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
+        for batch, request in merging_imports(history, user, service.settings.max_text_chars):
+            result = service.import_memory(request)
             added, skipped = added + result.pages_added, skipped + result.pages_skipped
             done = f"{added + skipped:,} of {total:,} exchanges ({plural(batch.conversations_done, 'conversation')})"
             print(f"\rimported {done}\033[K" if tty else f"imported {done}", end="" if tty else "\n", file=sys.stderr)
