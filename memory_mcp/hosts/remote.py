@@ -14,28 +14,20 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field
 
-from memory_mcp.base.ids import validate_identifier
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
 from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt
 from memory_mcp.hosts.injection import HostSession
 from memory_mcp.models import Page
-from memory_mcp.models.requests import MAX_QUERY_CHARS
+from memory_mcp.models.requests import MAX_QUERY_CHARS, AgentName, UserId
 from memory_mcp.service.scopes import resolve_scope
 from memory_mcp.store import Scope
 
 HOOKS_PATH = "/hooks"
-
-
-def _identifier(value: str | None, info: ValidationInfo) -> str | None:
-    return None if value is None else validate_identifier(info.field_name or "id", value)
-
-
-Identifier = Annotated[str | None, AfterValidator(_identifier)]
 
 
 class HookRequest(BaseModel):
@@ -45,8 +37,8 @@ class HookRequest(BaseModel):
 
     session_id: str = Field(max_length=512)
     project: str | None = Field(None, max_length=4096)
-    agent_name: Identifier = None
-    user_id: Identifier = None  # a server with tokens serves the token's user alone
+    agent_name: AgentName = None
+    user_id: UserId = None  # a server with tokens serves the token's user alone
 
 
 class ContextRequest(HookRequest):
