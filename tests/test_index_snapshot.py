@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import struct
 import threading
 from pathlib import Path
 
 import pytest
+from word_index_history import QUERIES, SIZE, USER, conversation
 
 from memory_mcp.base.settings import Settings
 from memory_mcp.models import AddMemoryRequest, Page, RetrieveMemoryRequest
@@ -22,29 +22,6 @@ from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
 from memory_mcp.store.files.layout import INDEX_FILE
-
-USER = Scope("alice")
-WORDS = (
-    "garden lake violin taxes recipe bread marathon kitten train harbour museum ticket doctor "
-    "birthday paint guitar winter summer river mountain coffee novel chess ferry bakery"
-).split()
-QUERIES = ["violin lessons by the lake", "bread recipe", "marathon training in winter", "ferry ticket harbour"]
-SIZE = SnapshotKeeper.MIN_PAGES + 200
-
-
-def conversation(count: int, start: int = 0) -> list[Page]:
-    """`count` exchanges numbered from `start`, in 37 threads, of words drawn from WORDS."""
-    rng = random.Random(start)
-    return [
-        Page(
-            page_id=f"page_{n:05d}",
-            user_input=" ".join(rng.choices(WORDS, k=8)),
-            agent_response=" ".join(rng.choices(WORDS, k=6)),
-            timestamp=f"2025-03-{1 + n % 28:02d}T10:00:00Z",
-            thread_id=f"thread-{n % 37}",
-        )
-        for n in range(start, start + count)
-    ]
 
 
 def service_over(data: Path) -> MemoryService:

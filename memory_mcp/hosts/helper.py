@@ -92,11 +92,16 @@ def serve_told(argv: list[str], work_for: Callable[[dict[str, Any]], HelperWork]
     """The helper process: `SOCKET IDLE_SECONDS` on its command line, told {"warm_up": request} on
     stdin; `work_for` makes its work from that first request."""
     socket_path, idle_seconds = Path(argv[0]), float(argv[1])
+    _serve(socket_path, idle_seconds, work_for(told_on_stdin()["warm_up"]))
+    return 0
+
+
+def told_on_stdin() -> Any:
+    """What a process spawn_detached started was told; its stdin is then closed for good."""
     told = json.loads(sys.stdin.read())
     with open(os.devnull) as nothing:  # read-only: a stray write fails instead of landing anywhere
         os.dup2(nothing.fileno(), 0)
-    _serve(socket_path, idle_seconds, work_for(told["warm_up"]))
-    return 0
+    return told
 
 
 def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:

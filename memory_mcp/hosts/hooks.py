@@ -118,5 +118,17 @@ def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, 
     """Leave behind a process that runs the structured-memory update of what the hook stored
     once the quiet time has passed, unless a later exchange arrived meanwhile (whose own hook
     then leaves the update to its own process). A new process, not a fork of the hook."""
+    _leave_behind("memory_mcp.hosts.quiet_update", [newest_page], settings, user_id, agent_name, cwd)
+
+
+def index_when_due(settings: Settings, user_id: str, agent_name: str | None, cwd: str) -> None:
+    """Leave behind a process that builds and saves the word index of the memory the hook stored
+    to (see MemoryService.index_due)."""
+    _leave_behind("memory_mcp.hosts.index_build", [], settings, user_id, agent_name, cwd)
+
+
+def _leave_behind(
+    module: str, argv: list[str], settings: Settings, user_id: str, agent_name: str | None, cwd: str
+) -> None:
     told = {"settings": settings.model_dump(mode="json"), "user_id": user_id, "agent_name": agent_name}
-    spawn_detached([sys.executable, "-m", "memory_mcp.hosts.quiet_update", newest_page], told, cwd, None)
+    spawn_detached([sys.executable, "-m", module, *argv], told, cwd, None)

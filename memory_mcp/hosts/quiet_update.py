@@ -6,21 +6,18 @@ unless a later exchange arrived meanwhile (whose own hook left a process of its 
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 
 from memory_mcp.base.settings import Settings
+from memory_mcp.hosts.helper import told_on_stdin
 from memory_mcp.models import FlushRequest
 from memory_mcp.service.memory_service import MemoryService
 
 
 def main(argv: list[str]) -> int:
     newest_page = argv[0]
-    told = json.loads(sys.stdin.read())
-    with open(os.devnull) as nothing:
-        os.dup2(nothing.fileno(), 0)
+    told = told_on_stdin()
     settings = Settings.model_validate(told["settings"])
     user_id, agent_name = told["user_id"], told["agent_name"]
     time.sleep(settings.memory.debounce_seconds)

@@ -344,6 +344,23 @@ class PageRecall:
                 self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
         return cache
 
+    def keep_index(self, scope: Scope, added: int) -> None:
+        """After `added` pages were written to the scope: bring its index up to date and save it
+        when worth it (see SnapshotKeeper), so that the next start finds it whoever wrote. An index
+        not in memory is loaded for it only when `index_due`."""
+        with self._guard:
+            cache = self._caches.get(scope)
+        page_log = self.store.read_pages(scope)
+        if cache is None or cache.generation != page_log.generation:
+            if not self._snapshots.due(scope, len(page_log.pages), added):
+                return
+        self.cache(scope, page_log)
+
+    def index_due(self, scope: Scope, added: int) -> bool:
+        """Whether a process that added `added` pages to the scope and holds no index of it
+        should have one built and saved (a hook's process leaves that to another)."""
+        return self._snapshots.due(scope, len(self.store.read_pages(scope).pages), added)
+
     def _save_grown_index(self, scope: Scope, cache: _ScopeCache) -> None:
         """At close, one scope after another (each encoding holds a copy of its index)."""
         with cache.lock:

@@ -7,10 +7,12 @@ import_export, status, flush, browse (what the dashboard and the command line re
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Collection
 
+from memory_mcp.base.errors import StorageError
 from memory_mcp.base.settings import Settings
 from memory_mcp.extraction.runner import UpdateRunner
 from memory_mcp.memory.sessions import SessionView
@@ -46,6 +48,7 @@ from memory_mcp.models import (
 from memory_mcp.recall.embedders import open_embedder
 from memory_mcp.recall.embedding_runner import EmbeddingRunner
 from memory_mcp.recall.findings import Found
+from memory_mcp.recall.index_upkeep import IdleIndexer
 from memory_mcp.recall.scope_recall import PageRecall
 from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.service import browse, import_export, scopes
@@ -65,6 +68,8 @@ from memory_mcp.store import MemoryStore, Scope, open_store
 
 # Hosts time out servers that answer `initialize` slowly: heavy imports wait until after it.
 WARM_UP_DELAY_SECONDS = 2.0
+# How long writes pause before the word index of what was written is brought up to date and saved.
+INDEX_IDLE_SECONDS = 10.0
 
 
 class MemoryService:
@@ -88,6 +93,8 @@ class MemoryService:
             on_hot=self._updates.analyse_soon if self.extraction_on and not short_lived else None,
             on_unembedded=None if self._embedding is None else self._embedding.notify,
         )
+        # A hook's process ends at once: a hook that stored leaves the index to another (index_due).
+        self._index_upkeep = None if short_lived else IdleIndexer(self._recall.keep_index, INDEX_IDLE_SECONDS)
         self._retrieval = Retrieval(settings, self.store, self._recall, self._tokens, embedder)
         self._page_projects = PageProjects()  # see latest_exchanges
         self._erasure = Erasure(settings, self.store, self._updates, self._recall, self._page_projects)
@@ -121,7 +128,12 @@ class MemoryService:
 
     def close(self) -> int:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
-        finish; return how many were left."""
+        finish; return how many were left. The word index of what this process wrote is brought up
+        to date first, so that the next start finds it saved."""
+        if self._index_upkeep is not None:
+            for scope, added in self._index_upkeep.close().items():
+                with contextlib.suppress(StorageError):  # the next reader builds it
+                    self._recall.keep_index(scope, added)
         self._recall.close()
         if self._embedding is not None:
             self._embedding.shutdown(self.settings.memory.shutdown_flush_seconds)
@@ -141,7 +153,9 @@ class MemoryService:
         """Store one exchange verbatim, with what the host learned from it applied to structured
         memory; all of it is on disk (fsync'd) when this returns."""
         scope = self.resolve_scope(request.user_id, request.agent_name)
-        return remember(self.settings, self.store, scope, request, self._updates, self._embed_soon)
+        result = remember(self.settings, self.store, scope, request, self._updates, self._embed_soon)
+        self._wrote(scope, 1)
+        return result
 
     def retrieve_memory(self, request: RetrieveMemoryRequest) -> RetrieveMemoryResult:
         """Recent exchanges, the older ones most relevant to the query, what is known, and all of
@@ -211,7 +225,18 @@ class MemoryService:
     def import_memory(self, request: ImportRequest) -> ImportResult:
         """Validate the whole document first, every exchange by add_memory's rules; then write
         (after erasing, with mode 'replace')."""
-        return import_export.import_memory(self.settings, self.store, request, self._erasure, self._embed_soon)
+        result = import_export.import_memory(self.settings, self.store, request, self._erasure, self._embed_soon)
+        self._wrote(Scope(result.user_id, result.agent_name), result.pages_added)
+        return result
+
+    def index_due(self, user_id: str, agent_name: str | None, added: int) -> bool:
+        """Whether, `added` exchanges just stored by a process that holds no word index of them (a
+        hook's), one should be built and saved for the next start (see hooks.index_when_due)."""
+        return self._recall.index_due(Scope(user_id, agent_name), added)
+
+    def _wrote(self, scope: Scope, added: int) -> None:
+        if self._index_upkeep is not None:
+            self._index_upkeep.wrote(scope, added)
 
     def preview_import(self, request: ImportRequest) -> ImportResult:
         """What import_memory would do with this request, checked the same way; writes nothing."""

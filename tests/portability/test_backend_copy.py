@@ -46,7 +46,7 @@ from memory_mcp.store.files.backend import JsonStore
 pytestmark = pytest.mark.integration
 
 TRICKY = 'line one\nline two\r\n\u2028 sep \u0085 nel \x00 nul "quoted" \\ back 中文 🙂 مرحبا e\u0301 %s {schema}'
-BULK_PAGES = 1500  # alice's log needs more than one batch
+BULK_PAGES = 2100  # alice's log needs more than one batch, and its word index is saved
 
 
 # --- seeding and comparing --------------------------------------------------------------------
@@ -280,6 +280,8 @@ def test_json_to_postgres_and_back_keeps_every_page_fact_and_profile(
     assert list(stored(postgres())) == list(original)  # the same scopes, in the same order
     assert exports(pg_settings(dsn, schema)) == original_exports
     assert JsonStore(source_dir).read_document(Scope("alice")).facts[0].supersededBy  # history survived
+    # the first recall on the new backend reads a saved word index (bob's few exchanges need none)
+    assert [postgres().has_index_snapshot(Scope(user)) for user in ("alice", "bob")] == [True, False]
     assert stored(JsonStore(source_dir)) == original  # the source was only read
 
     # Back into a fresh directory, with the DSN from the environment and PostgreSQL configured.
@@ -292,6 +294,7 @@ def test_json_to_postgres_and_back_keeps_every_page_fact_and_profile(
     assert completed.returncode == 0, completed.stderr
     assert "total" in completed.stdout and "postgres -> json" in completed.stdout  # the table
     assert stored(JsonStore(back_dir)) == original
+    assert JsonStore(back_dir).has_index_snapshot(Scope("alice"))
     assert exports(json_settings(back_dir)) == original_exports
     assert recall(json_settings(back_dir)) == recall(pg_settings(dsn, schema)) == recall(json_settings(source_dir))
 
@@ -421,9 +424,8 @@ def test_json_to_json_copies_everything_and_verifies_through_a_fresh_instance(so
 
 
 def test_verification_catches_a_target_that_lost_pages(source_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(
-        StorageError, match=r"verification failed for alice: the target holds 1501 exchanges, the source 1503"
-    ):
+    lost = rf"the target holds {BULK_PAGES} exchanges, the source {BULK_PAGES + 3}"  # one from each of 3 batches
+    with pytest.raises(StorageError, match=rf"verification failed for alice: {lost}"):
         copy_memory(JsonStore(source_dir), DropsLastPage(JsonStore(tmp_path / "t")), JsonStore(tmp_path / "t"))
 
 

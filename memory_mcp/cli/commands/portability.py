@@ -11,12 +11,13 @@ from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
 from memory_mcp.cli.commands.checks import confirmed, require_stored
 from memory_mcp.cli.commands.output import console, emit, print_json
-from memory_mcp.models import ExportRequest, ImportRequest
+from memory_mcp.models import ExportRequest, ImportRequest, MigrationReport
 from memory_mcp.portability.documents import parse_import
 from memory_mcp.portability.history import FOLDER_KINDS, History, merging_imports, read_history
 from memory_mcp.portability.history import KINDS as HISTORY_KINDS
 from memory_mcp.portability.host_sessions import default_folder
 from memory_mcp.portability.memoryos import from_memoryos
+from memory_mcp.recall.saved_index import SnapshotKeeper
 from memory_mcp.service.memory_service import MemoryService
 
 
@@ -56,9 +57,7 @@ def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
     ):
         print("memory-mcp import: not confirmed; nothing was changed", file=sys.stderr)
         return 1
-    results = [service.import_memory(request) for request in requests]
-    for user_id in dict.fromkeys(result.user_id for result in results):
-        service.warm_up(user_id)  # its word index, saved as the command closes: a fast first recall
+    results = [service.import_memory(request) for request in requests]  # indexed as the command closes
     if args.json:
         return print_json([result.model_dump(mode="json") for result in results])
     for result in results:
@@ -97,7 +96,6 @@ def import_history(service: MemoryService, args: argparse.Namespace, history: Hi
         return 130
     if tty:
         print(file=sys.stderr)
-    service.warm_up(user)  # its word index, saved as the command closes: a fast first recall
     summary = {
         "user_id": user,
         "source": history.kind,
@@ -125,4 +123,17 @@ def migrate(settings: Settings, args: argparse.Namespace) -> int:
     source, target = (backend_settings(settings, name) for name in (args.source, args.target))
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
         report = copy_memory(reading, writing, checking, resume=args.resume)
+    _save_word_indexes(target, report)
     return emit(args, report, lambda: console().migration(report, f"{args.source} -> {args.target}"))
+
+
+def _save_word_indexes(settings: Settings, report: MigrationReport) -> None:
+    """Build and save the word index of each scope migrated, so that the first recall on the new
+    backend does not tokenise every exchange (seconds at 30,000)."""
+    service = MemoryService(settings, short_lived=True)
+    try:
+        for scope in report.scopes:
+            if scope.pages >= SnapshotKeeper.MIN_PAGES:  # a smaller one is indexed faster than read
+                service.warm_up(scope.user_id, scope.agent_name)
+    finally:
+        service.close()  # waits for the saves

@@ -1,0 +1,26 @@
+"""`python -m memory_mcp.hosts.index_build`: what a Stop hook leaves behind when the word index of
+the memory it stored to is due (none saved yet, or the log passed another few hundred exchanges):
+told the settings and whose memory on stdin, it brings the index up to date and saves it, so that
+the next first recall reads it instead of tokenising every exchange (seconds at 30,000). The hook
+itself has no time for that: its host waits for it.
+"""
+
+from __future__ import annotations
+
+from memory_mcp.base.settings import Settings
+from memory_mcp.hosts.helper import told_on_stdin
+from memory_mcp.service.memory_service import MemoryService
+
+
+def main() -> int:
+    told = told_on_stdin()
+    service = MemoryService(Settings.model_validate(told["settings"]), short_lived=True)
+    try:
+        service.warm_up(told["user_id"], told["agent_name"])  # indexes the log, saving the index
+    finally:
+        service.close()  # waits for the save
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
