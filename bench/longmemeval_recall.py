@@ -21,14 +21,17 @@ i mod 5) show how much the overall figure moves between subsets: a parameter is 
 folds and checked on the fifth, never on the overall score alone.
 
 Usage:  .venv/bin/python bench/longmemeval_recall.py [--data PATH] [--limit N] [--json]
-                                                     [--settings-json '{...}']
+                                                     [--settings-json '{...}'] [--data-dir DIR]
+With local vectors: --settings-json '{"embeddings": {"backend": "local"}}' --data-dir DIR, which
+takes about two hours on two cores; stopped, the same command goes on where it was.
 The data set is read in place; nothing from it is written into this repository (pages go to a
-temporary directory deleted afterwards). Always exits 0: it is a report.
+temporary directory deleted afterwards, or to --data-dir, outside it). Always exits 0: it is a report.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import statistics
@@ -62,6 +65,7 @@ SESSION_KS = (1, 3, 5, 10)
 ALL_KS = (5, 10)
 TURN_KS = (1, 5, 10)
 MAX_RESULTS = 50
+INGESTED = "longmemeval-ingested.txt"  # in --data-dir: the users whose haystack is stored whole
 SHORT_TERM_CAPACITY = 1
 FOLDS = 5
 TARGETS = {"words": 0.97, "vectors": 0.985}  # session recall_any@5
@@ -164,7 +168,11 @@ def ingest(service: Any, questions: Sequence[Question]) -> tuple[float, int, flo
 
     refused = 0
     started = time.perf_counter()
+    done_file = Path(service.settings.data_storage_path) / INGESTED
+    done = set(done_file.read_text().split()) if done_file.exists() else set()
     for question in questions:
+        if question.user in done:  # stored by an earlier run over the same --data-dir
+            continue
         for exchange in question.exchanges:
             try:
                 service.add_memory(
@@ -179,6 +187,8 @@ def ingest(service: Any, questions: Sequence[Question]) -> tuple[float, int, flo
                 )
             except (MemoryServiceError, ValueError):
                 refused += 1
+        with done_file.open("a") as marks:
+            marks.write(question.user + "\n")
     stored = time.perf_counter()
     if service.settings.embeddings.backend != "none":
         for question in questions:
@@ -229,11 +239,16 @@ def score(items: Sequence[Ranked]) -> dict[str, float]:
     return out
 
 
-def run(questions: Sequence[Question], extra_settings: dict[str, Any]) -> dict[str, Any]:
+def run(questions: Sequence[Question], extra_settings: dict[str, Any], kept_in: Path | None = None) -> dict[str, Any]:
+    """Ingest, ask and score; the memory in a temporary folder, or in `kept_in`, where a run that
+    was stopped goes on (the vectors of 22,000 long exchanges take hours on two cores)."""
     from memory_mcp.base.settings import Settings
     from memory_mcp.service.memory_service import MemoryService
 
-    with tempfile.TemporaryDirectory(prefix="longmemeval-recall-") as data_dir:
+    with contextlib.ExitStack() as cleanup:
+        data_dir = (
+            str(kept_in) if kept_in else cleanup.enter_context(tempfile.TemporaryDirectory(prefix="longmemeval-"))
+        )
         fields = {"short_term_capacity": SHORT_TERM_CAPACITY, **extra_settings, "data_storage_path": data_dir}
         service = MemoryService(Settings.model_validate(fields))  # not started: no background work
         try:
@@ -308,13 +323,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="use only the first N scored questions")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON object")
     parser.add_argument("--settings-json", default="{}", help="extra Settings fields as a JSON object")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the memory here; run again with the same options to go on where a run stopped "
+        "(ingest and vector times then count only what that run did)",
+    )
     add_results_option(parser)
     args = parser.parse_args(argv)
     try:
         extra = json.loads(args.settings_json)
         if not isinstance(extra, dict):
             raise ValueError("--settings-json must be a JSON object")
-        report = run(load_questions(args.data, args.limit), extra)
+        report = run(load_questions(args.data, args.limit), extra, args.data_dir)
     except Exception as exc:  # a report, not a test: say what went wrong and still exit 0
         print(f"longmemeval_recall: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0

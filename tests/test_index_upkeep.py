@@ -25,6 +25,7 @@ from memory_mcp.recall.saved_index import SnapshotKeeper, decode
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
+from memory_mcp.store.files.layout import DIRECTORY_FILE
 
 
 @pytest.fixture(params=["json", "postgres"])
@@ -101,6 +102,8 @@ def test_a_process_that_only_adds_saves_the_index_as_it_closes(open_service: Cal
 
     reader = open_service()
     assert snapshot_covers(reader) == SIZE + 3
+    if reader.settings.storage.backend == "json":  # and where each exchange lies, for its log's reading
+        assert (reader.settings.data_storage_path / "users" / "alice" / DIRECTORY_FILE).exists()
     expected = found(reader)
     assert all(expected)
     reader.store.write_index_snapshot(USER, b"not an index", reader.store.read_pages(USER).generation)
