@@ -3,9 +3,10 @@ processes that never retrieve (a server whose model only adds, an import, the te
 hooks' exchanges) still starts fast: without a saved index, the first retrieve after a restart
 tokenises every exchange (3.4 s at 30,000).
 
-Once writes have paused for `idle_seconds` (or, under writes that never pause, every
-BUSY_FACTOR times that), the scopes written meanwhile are handed to `keep` on a thread of its own (started by the first write: a process that only reads has none); at close,
-those not handed over yet are returned for the caller to keep.
+Once writes have paused for `idle_seconds` (or, under writes that never pause, every BUSY_FACTOR
+times that), the scopes written meanwhile are handed to `keep` on a thread of its own (started by
+the first write: a process that only reads has none); at close, those not handed over yet are
+returned for the caller to keep.
 """
 
 from __future__ import annotations

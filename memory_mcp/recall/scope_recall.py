@@ -350,16 +350,14 @@ class PageRecall:
         not in memory is loaded for it only when `index_due`."""
         with self._guard:
             cache = self._caches.get(scope)
-        page_log = self.store.read_pages(scope)
-        if cache is None or cache.generation != page_log.generation:
-            if not self._snapshots.due(scope, len(page_log.pages), added):
-                return
-        self.cache(scope, page_log)
+        if (cache is None or cache.generation == -1) and not self.index_due(scope, added):
+            return  # the log is not even read: most writes of a many-user server end here
+        self.cache(scope, self.store.read_pages(scope))
 
     def index_due(self, scope: Scope, added: int) -> bool:
         """Whether a process that added `added` pages to the scope and holds no index of it
         should have one built and saved (a hook's process leaves that to another)."""
-        return self._snapshots.due(scope, len(self.store.read_pages(scope).pages), added)
+        return self._snapshots.due(scope, self.store.page_count(scope), added)
 
     def _save_grown_index(self, scope: Scope, cache: _ScopeCache) -> None:
         """At close, one scope after another (each encoding holds a copy of its index)."""
