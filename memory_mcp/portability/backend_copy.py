@@ -71,6 +71,7 @@ def copy_memory(
             raise StorageError(
                 f"migration stopped at {scope.describe()}: {exc}; the source is unchanged; {RESUME_HINT}"
             ) from exc
+    target.bulk_loaded()  # verifying reads every page back
     for scope in scopes:
         _verify(source, reread, scope)
     pages = sum(each.pages for each in copied)

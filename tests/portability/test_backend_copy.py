@@ -193,6 +193,16 @@ def pg_store(dsn: str, schema: str) -> MemoryStore:
 # --- the command ------------------------------------------------------------------------------
 
 
+def analysed_at(dsn: str, schema: str) -> object:
+    """When PostgreSQL last gathered statistics of the schema's pages (None: never)."""
+    import psycopg
+
+    query = "SELECT last_analyze FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'pages'"
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query, [schema]).fetchone()
+    return None if row is None else row[0]
+
+
 def run(config: Path, *args: str, dsn_env: str | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m memory_mcp migrate --config CONFIG ARGS`, with MEMORY_MCP_DSN only if given."""
     env = server_env()
@@ -282,6 +292,7 @@ def test_json_to_postgres_and_back_keeps_every_page_fact_and_profile(
     assert JsonStore(source_dir).read_document(Scope("alice")).facts[0].supersededBy  # history survived
     # the first recall on the new backend reads a saved word index (bob's few exchanges need none)
     assert [postgres().has_index_snapshot(Scope(user)) for user in ("alice", "bob")] == [True, False]
+    assert analysed_at(dsn, schema) is not None, "the new rows' statistics, for reading them back by index"
     assert stored(JsonStore(source_dir)) == original  # the source was only read
 
     # Back into a fresh directory, with the DSN from the environment and PostgreSQL configured.

@@ -71,6 +71,9 @@ class JsonStore(DelegatingStore):
         that the next start parses none of it (every file is closed after each operation)."""
         self._log.save_directories()
 
+    def bulk_loaded(self) -> None:
+        """Nothing to prepare: a log is read by what its page directory and records say."""
+
     def check_ready(self) -> None:
         # A data directory not created yet is ready: the first add creates it.
         existing = next(path for path in (self.root, *self.root.parents) if path.exists())

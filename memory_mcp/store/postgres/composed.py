@@ -36,6 +36,9 @@ class ComposedPostgresStore(DelegatingStore):
     def check_ready(self) -> None:
         self._db.run("answer a health check", lambda conn, _: conn.execute("SELECT 1").fetchone())
 
+    def bulk_loaded(self) -> None:
+        self._db.run("gather statistics of the new rows", lambda conn, _: conn.execute(self._db.sql["analyse"]))
+
     def list_users(self) -> list[str]:
         rows = self._db.run("list the users", lambda conn, _: conn.execute(self._db.sql["list_users"]).fetchall())
         return [row[0] for row in rows]

@@ -196,4 +196,5 @@ QUERIES = {
     "list_users": "SELECT DISTINCT user_id FROM {schema}.scopes ORDER BY user_id",
     "list_agents": "SELECT agent_name FROM {schema}.scopes WHERE user_id = %s AND agent_name <> '' ORDER BY agent_name",
     "list_scopes": "SELECT user_id, agent_name FROM {schema}.scopes ORDER BY user_id, agent_name",
+    "analyse": "ANALYZE {schema}.scopes, {schema}.pages",
 }
