@@ -2,12 +2,14 @@
 model never retrieves, the team server taking hooks' exchanges, an import) saves it when its writes
 pause and when it closes, and a Stop hook leaves a process that does. Without one, the first
 retrieve after a restart tokenises every exchange (3.4 s at 30,000). Through the core API on both
-backends, and through the real hook command; migration's side is in
+backends, and through the real hook command and the process it leaves; migration's side is in
 tests/portability/test_backend_copy.py."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,10 +22,13 @@ from word_index_history import QUERIES, SIZE, USER, conversation
 
 import memory_mcp.service.memory_service as memory_service
 from memory_mcp.base.settings import Settings
+from memory_mcp.hosts.index_build import BUILD_LOCK
+from memory_mcp.hosts.relay import RUN_FOLDER
 from memory_mcp.models import AddMemoryRequest, ExportDocument, ImportRequest, MemoryDocument, RetrieveMemoryRequest
 from memory_mcp.recall.saved_index import SnapshotKeeper, decode
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
+from memory_mcp.store.durable import FileLock
 from memory_mcp.store.files.backend import JsonStore
 from memory_mcp.store.files.layout import DIRECTORY_FILE
 
@@ -168,3 +173,25 @@ def test_a_stop_hook_leaves_a_process_that_saves_the_index_of_a_large_history(ho
     wait_until(lambda: store.read_index_snapshot(scope) is not None, timeout=60, what="the index the hook left saved")
     data = store.read_index_snapshot(scope)
     assert data is not None and len(decode(data, pages)) == SIZE + 3
+
+
+def test_an_index_build_stands_down_while_another_runs_and_a_later_one_saves(tmp_path: Path) -> None:
+    settings = Settings(data_storage_path=tmp_path / "data")
+    store = JsonStore(settings.data_storage_path)
+    store.append_pages(USER, conversation(SIZE))
+    told = json.dumps({"settings": settings.model_dump(mode="json"), "user_id": USER.user_id, "agent_name": None})
+    build = [sys.executable, "-m", "memory_mcp.hosts.index_build"]
+    running = FileLock(settings.data_storage_path / RUN_FOLDER / BUILD_LOCK)
+
+    running.acquire(timeout=0)  # as a build started by an earlier hook holds it
+    try:
+        stood_down = subprocess.run(build, input=told, capture_output=True, text=True, timeout=60)
+    finally:
+        running.release()
+    assert (stood_down.returncode, stood_down.stderr) == (0, "")
+    assert store.read_index_snapshot(USER) is None
+
+    later = subprocess.run(build, input=told, capture_output=True, text=True, timeout=120)
+    assert (later.returncode, later.stderr) == (0, "")
+    data = store.read_index_snapshot(USER)
+    assert data is not None and len(decode(data, store.read_pages(USER).pages)) == SIZE

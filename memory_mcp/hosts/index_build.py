@@ -9,16 +9,31 @@ from __future__ import annotations
 
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.helper import told_on_stdin
+from memory_mcp.hosts.relay import RUN_FOLDER
 from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store.durable import FileLock, LockTimeout
+
+BUILD_LOCK = "index-build.lock"
 
 
 def main() -> int:
     told = told_on_stdin()
-    service = MemoryService(Settings.model_validate(told["settings"]), short_lived=True)
+    settings = Settings.model_validate(told["settings"])
+    # One build at a time per data home: hooks of quick turns must not pile up builds of 100,000
+    # exchanges (~10 s and ~400 MB each). One left out is started by a later hook.
+    lock = FileLock(settings.data_storage_path / RUN_FOLDER / BUILD_LOCK)
     try:
-        service.warm_up(told["user_id"], told["agent_name"])  # indexes the log, saving the index
+        lock.acquire(timeout=0)
+    except LockTimeout:
+        return 0
+    try:
+        service = MemoryService(settings, short_lived=True)
+        try:
+            service.warm_up(told["user_id"], told["agent_name"])  # indexes the log, saving the index
+        finally:
+            service.close()  # waits for the save
     finally:
-        service.close()  # waits for the save
+        lock.release()
     return 0
 
 
