@@ -229,6 +229,10 @@ class MemoryService:
         self._wrote(Scope(result.user_id, result.agent_name), result.pages_added)
         return result
 
+    def bulk_loaded(self) -> None:
+        """Many exchanges were just imported: the store prepares for reading them back."""
+        self.store.bulk_loaded()
+
     def index_due(self, user_id: str, agent_name: str | None, added: int) -> bool:
         """Whether, `added` exchanges just stored by a process that holds no word index of them (a
         hook's), one should be built and saved for the next start (see hooks.index_when_due)."""

@@ -58,7 +58,7 @@ def import_memory(service: MemoryService, args: argparse.Namespace) -> int:
         print("memory-mcp import: not confirmed; nothing was changed", file=sys.stderr)
         return 1
     results = [service.import_memory(request) for request in requests]  # indexed as the command closes
-    service.store.bulk_loaded()
+    service.bulk_loaded()
     if args.json:
         return print_json([result.model_dump(mode="json") for result in results])
     for result in results:
@@ -97,7 +97,7 @@ def import_history(service: MemoryService, args: argparse.Namespace, history: Hi
         return 130
     if tty:
         print(file=sys.stderr)
-    service.store.bulk_loaded()  # before the index of what came is built, as the command closes
+    service.bulk_loaded()  # before the index of what came is built, as the command closes
     summary = {
         "user_id": user,
         "source": history.kind,
