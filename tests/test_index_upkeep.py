@@ -23,7 +23,7 @@ from word_index_history import QUERIES, SIZE, USER, conversation
 import memory_mcp.service.memory_service as memory_service
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.index_build import BUILD_LOCK
-from memory_mcp.hosts.relay import RUN_FOLDER
+from memory_mcp.hosts.relay import run_folder
 from memory_mcp.models import AddMemoryRequest, ExportDocument, ImportRequest, MemoryDocument, RetrieveMemoryRequest
 from memory_mcp.recall.saved_index import SnapshotKeeper, decode
 from memory_mcp.service.memory_service import MemoryService
@@ -181,7 +181,7 @@ def test_an_index_build_stands_down_while_another_runs_and_a_later_one_saves(tmp
     store.append_pages(USER, conversation(SIZE))
     told = json.dumps({"settings": settings.model_dump(mode="json"), "user_id": USER.user_id, "agent_name": None})
     build = [sys.executable, "-m", "memory_mcp.hosts.index_build"]
-    running = FileLock(settings.data_storage_path / RUN_FOLDER / BUILD_LOCK)
+    running = FileLock(run_folder(settings.data_storage_path) / BUILD_LOCK)
 
     running.acquire(timeout=0)  # as a build started by an earlier hook holds it
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.helper import told_on_stdin
-from memory_mcp.hosts.relay import RUN_FOLDER
+from memory_mcp.hosts.relay import run_folder
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store.durable import FileLock, LockTimeout
 
@@ -21,7 +21,7 @@ def main() -> int:
     settings = Settings.model_validate(told["settings"])
     # One build at a time per data home: hooks of quick turns must not pile up builds of 100,000
     # exchanges (~10 s and ~400 MB each). One left out is started by a later hook.
-    lock = FileLock(settings.data_storage_path / RUN_FOLDER / BUILD_LOCK)
+    lock = FileLock(run_folder(settings.data_storage_path) / BUILD_LOCK)
     try:
         lock.acquire(timeout=0)
     except LockTimeout:

@@ -39,7 +39,12 @@ def helper_socket(environ: Mapping[str, str] | None = None) -> Path:
     """Where this installation's helper listens for the data home `environ` names."""
     installation = f"{__version__}\0{Path(__file__).resolve().parent}"
     name = hashlib.sha256(installation.encode()).hexdigest()[:12]
-    return default_data_path(environ) / RUN_FOLDER / f"hook-helper-{name}.sock"
+    return run_folder(default_data_path(environ)) / f"hook-helper-{name}.sock"
+
+
+def run_folder(data_home: Path) -> Path:
+    """Where the processes of a data home keep their sockets and locks (owner-only)."""
+    return data_home / RUN_FOLDER
 
 
 def ask_helper(request: dict[str, Any], socket_path: Path, timeout: float = ANSWER_TIMEOUT_SECONDS) -> Any:
