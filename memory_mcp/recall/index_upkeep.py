@@ -6,7 +6,7 @@ tokenises every exchange (3.4 s at 30,000).
 Once writes have paused for `idle_seconds` (or, under writes that never pause, every BUSY_FACTOR
 times that), the scopes written meanwhile are handed to `keep` on a thread of its own (started by
 the first write: a process that only reads has none); at close, those not handed over yet are
-returned for the caller to keep.
+kept on the caller's thread.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class IdleIndexer:
                     self._thread.start()
                 self._changed.notify()
 
-    def close(self) -> dict[Scope, int]:
-        """Stop; the scopes written but not handed to `keep` yet, with their pages added."""
+    def close(self) -> None:
+        """Stop, and keep the scopes written but not handed to `keep` yet."""
         with self._changed:
             self._closed = True
             self._changed.notify()
@@ -63,7 +63,7 @@ class IdleIndexer:
             thread.join()
         with self._changed:
             left, self._written = self._written, {}
-        return left
+        self._keep_each(left)
 
     def _run(self) -> None:
         while True:
@@ -73,11 +73,14 @@ class IdleIndexer:
                 if self._closed:
                     return
                 written, self._written = self._written, {}
-            for scope, added in written.items():
-                try:
-                    self._keep(scope, added)
-                except Exception:  # only a head start: the next reader indexes what is not saved
-                    log.warning("the word index of %s was not kept up to date", scope.describe(), exc_info=True)
+            self._keep_each(written)
+
+    def _keep_each(self, written: dict[Scope, int]) -> None:
+        for scope, added in written.items():
+            try:
+                self._keep(scope, added)
+            except Exception:  # only a head start: the next reader indexes what is not saved
+                log.warning("the word index of %s was not kept up to date", scope.describe(), exc_info=True)
 
     def _wait(self) -> float:
         """How long until the scopes written are due to be kept (a day when none are)."""

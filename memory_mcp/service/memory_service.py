@@ -7,12 +7,10 @@ import_export, status, flush, browse (what the dashboard and the command line re
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections.abc import Callable, Collection
 
-from memory_mcp.base.errors import StorageError
 from memory_mcp.base.settings import Settings
 from memory_mcp.extraction.runner import UpdateRunner
 from memory_mcp.memory.sessions import SessionView
@@ -131,9 +129,7 @@ class MemoryService:
         finish; return how many were left. The word index of what this process wrote is brought up
         to date first, so that the next start finds it saved."""
         if self._index_upkeep is not None:
-            for scope, added in self._index_upkeep.close().items():
-                with contextlib.suppress(StorageError):  # the next reader builds it
-                    self._recall.keep_index(scope, added)
+            self._index_upkeep.close()
         self._recall.close()
         if self._embedding is not None:
             self._embedding.shutdown(self.settings.memory.shutdown_flush_seconds)
