@@ -10,7 +10,7 @@ from __future__ import annotations
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.helper import told_on_stdin
 from memory_mcp.hosts.relay import run_folder
-from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.service.memory_service import save_word_indexes
 from memory_mcp.store.durable import FileLock, LockTimeout
 
 BUILD_LOCK = "index-build.lock"
@@ -27,11 +27,7 @@ def main() -> int:
     except LockTimeout:
         return 0
     try:
-        service = MemoryService(settings, short_lived=True)
-        try:
-            service.warm_up(told["user_id"], told["agent_name"])  # indexes the log, saving the index
-        finally:
-            service.close()  # waits for the save
+        save_word_indexes(settings, [(told["user_id"], told["agent_name"])])
     finally:
         lock.release()
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from memory_mcp.base.settings import Settings
 from memory_mcp.extraction.runner import UpdateRunner
@@ -340,3 +340,15 @@ class MemoryService:
     def resolve_scope(self, user_id: str | None, agent_name: str | None) -> Scope:
         """Whose memory a call means: an id left out (or empty) is the configured default."""
         return scopes.resolve_scope(self.settings, user_id, agent_name)
+
+
+def save_word_indexes(settings: Settings, scopes: Iterable[tuple[str, str | None]]) -> None:
+    """Build and save the word index of each (user, agent) of `scopes`, for memory written without
+    indexing (a migration, a Stop hook's exchanges): the next first recall reads it instead of
+    tokenising every exchange (seconds at 30,000)."""
+    service = MemoryService(settings, short_lived=True)
+    try:
+        for user_id, agent_name in scopes:
+            service.warm_up(user_id, agent_name)  # indexes the log, saving the index
+    finally:
+        service.close()  # waits for the saves

@@ -11,14 +11,14 @@ from memory_mcp.base.phrases import plural
 from memory_mcp.base.settings import Settings
 from memory_mcp.cli.commands.checks import confirmed, require_stored
 from memory_mcp.cli.commands.output import console, emit, print_json
-from memory_mcp.models import ExportRequest, ImportRequest, MigrationReport
+from memory_mcp.models import ExportRequest, ImportRequest
 from memory_mcp.portability.documents import parse_import
 from memory_mcp.portability.history import FOLDER_KINDS, History, merging_imports, read_history
 from memory_mcp.portability.history import KINDS as HISTORY_KINDS
 from memory_mcp.portability.host_sessions import default_folder
 from memory_mcp.portability.memoryos import from_memoryos
 from memory_mcp.recall.saved_index import SnapshotKeeper
-from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.service.memory_service import MemoryService, save_word_indexes
 
 
 def export_memory(service: MemoryService, args: argparse.Namespace) -> int:
@@ -125,17 +125,6 @@ def migrate(settings: Settings, args: argparse.Namespace) -> int:
     source, target = (backend_settings(settings, name) for name in (args.source, args.target))
     with open_backend(source) as reading, open_backend(target) as writing, open_backend(target) as checking:
         report = copy_memory(reading, writing, checking, resume=args.resume)
-    _save_word_indexes(target, report)
+    # A smaller log is indexed faster than a saved index is read: none is saved for it.
+    save_word_indexes(target, [(s.user_id, s.agent_name) for s in report.scopes if s.pages >= SnapshotKeeper.MIN_PAGES])
     return emit(args, report, lambda: console().migration(report, f"{args.source} -> {args.target}"))
-
-
-def _save_word_indexes(settings: Settings, report: MigrationReport) -> None:
-    """Build and save the word index of each scope migrated, so that the first recall on the new
-    backend does not tokenise every exchange (seconds at 30,000)."""
-    service = MemoryService(settings, short_lived=True)
-    try:
-        for scope in report.scopes:
-            if scope.pages >= SnapshotKeeper.MIN_PAGES:  # a smaller one is indexed faster than read
-                service.warm_up(scope.user_id, scope.agent_name)
-    finally:
-        service.close()  # waits for the saves
