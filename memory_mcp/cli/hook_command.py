@@ -65,14 +65,14 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
             _print(answer_remotely(settings, host, args.hook_event, event, session, getattr(args, "max_tokens", None)))
             return 0
         service = MemoryService(settings, short_lived=True)
-        stored, index_due = None, None
+        stored, index_due = None, False
         try:
             if args.hook_event == "stop":
                 stored = hooks.remember_session(service, host, event, session)
                 _print(host.answer("stop", ""))
-                added = None if stored is None else stored[0]
-                if added is not None and added.pages_added:
-                    index_due = added if service.index_due(added.user_id, added.agent_name, added.pages_added) else None
+                if stored is not None and stored[0].pages_added:
+                    result = stored[0]
+                    index_due = service.index_due(result.user_id, result.agent_name, result.pages_added)
             else:
                 _print_context(service, args, host, event, session)
         finally:
@@ -80,11 +80,12 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
         if args.hook_event in HELPED_HOOKS and leave_helper:
             first = {"argv": arguments, "stdin": stdin, "cwd": cwd, "environ": environ}
             keep_helper(HELPER_COMMAND, helper_socket(environ), settings.hook_helper_idle_minutes * 60, first)
-        if stored is not None and stored[0].pages_added and service.extraction_on:
+        if stored is not None and stored[0].pages_added:
             result, newest_page = stored  # the result names the scope the pages went to
-            hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page, cwd)
-        if index_due is not None:
-            hooks.index_when_due(settings, index_due.user_id, index_due.agent_name, cwd)
+            if service.extraction_on:
+                hooks.update_when_quiet(settings, result.user_id, result.agent_name, newest_page, cwd)
+            if index_due:
+                hooks.index_when_due(settings, result.user_id, result.agent_name, cwd)
     except Exception as exc:  # a hook never breaks the prompt: it says why and steps aside
         print(f"memory-mcp hook {args.hook_event}: {_one_line(exc)}", file=sys.stderr)
     return 0
