@@ -43,7 +43,7 @@ from memory_mcp.hosts.relay import (
     ANSWER_TIMEOUT_SECONDS,
     MAX_MESSAGE_BYTES,
     HelperFailed,
-    helper_socket,
+    run_folder,
     socket_address,
 )
 
@@ -114,13 +114,13 @@ def sharing_on(environ: Mapping[str, str], config: str | None) -> bool:
 
 def shared_socket(environ: Mapping[str, str], config: str | None) -> Path:
     """Where the process sharing these settings listens: <data folder>/run/shared-<hash>.sock."""
-    run_folder = helper_socket(environ).parent.absolute()  # the hook helper's folder of this data home
+    sockets = run_folder(default_data_path(environ)).absolute()  # the hook helper's too
     variables = sorted((name, environ[name]) for name in SETTINGS_VARIABLES if environ.get(name))
     config_path = Path(config) if config else default_config_path(environ)
-    made_of = [__version__, str(PACKAGE_FOLDER), code_stamp(), str(run_folder), config, variables]
+    made_of = [__version__, str(PACKAGE_FOLDER), code_stamp(), str(sockets), config, variables]
     made_of.append(file_stamp(config_path))  # an edited config file is served by a new process
     name = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
-    return run_folder / f"shared-{name}.sock"
+    return sockets / f"shared-{name}.sock"
 
 
 def file_stamp(path: Path) -> list[int]:
