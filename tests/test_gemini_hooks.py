@@ -138,7 +138,8 @@ def ours(settings: dict[str, Any], event: str) -> list[dict[str, Any]]:
 def user_home(tmp_path: Path) -> Path:
     user_home = tmp_path / "user"
     (user_home / ".gemini").mkdir(parents=True)
-    (user_home / ".gemini" / "settings.json").write_text(json.dumps(USERS_SETTINGS), encoding="utf-8")
+    # Laid out as Gemini CLI writes it (a one-line file would be one changed line, all of it shown).
+    (user_home / ".gemini" / "settings.json").write_text(json.dumps(USERS_SETTINGS, indent=2), encoding="utf-8")
     return user_home
 
 
@@ -194,7 +195,7 @@ def test_a_dry_run_shows_our_entries_alone_and_project_installs_go_to_the_projec
     assert [len(ours(project, event)) for event in ("SessionStart", "BeforeAgent", "AfterAgent")] == [1, 1, 1]
     assert {p: p.read_bytes() for p in user_home.rglob("*") if p.is_file()} == before, "the user's file untouched"
     assert install(home, user_home, "uninstall", "gemini", "--project", cwd=shop).code == 0
-    assert read(shop / ".gemini" / "settings.json") == {}
+    assert not (shop / ".gemini" / "settings.json").exists(), "the file install made is gone"
 
 
 @integration

@@ -6,6 +6,7 @@ user's) and writes nothing, uninstalling leaves the files as they were, and what
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -188,3 +189,86 @@ def test_project_installs_go_to_the_projects_own_files(host: str, home: Path, us
     left = [path for path in project.rglob("*") if path.is_file() and ".bak" not in path.name]
     assert not [path for path in left if "memory-mcp" in path.read_text(encoding="utf-8")], "nothing of ours left"
     assert not (user_home.exists() and snapshot(user_home)), "the user's own files untouched"
+
+
+# Every installable host's files as a user keeps them, without secrets (a dry run hides those), so
+# that what the dry run prints can be checked line for line against what is then written.
+PLAIN_FILES: dict[str, dict[str, Any]] = {
+    "claude-code": {
+        ".claude/settings.json": {"permissions": {"allow": ["Bash(ls)"]}},
+        ".claude.json": {"numStartups": 3},
+    },
+    "codex": {
+        ".codex/hooks.json": {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}},
+        ".codex/config.toml": 'model = "gpt-5.5"  # mine\n',
+    },
+    "gemini": {".gemini/settings.json": {"ui": {"theme": "Dracula"}}},
+    **json.loads(json.dumps(USERS_FILES).replace(SECRET, "plain-value")),
+}
+LAYOUTS = {
+    "compact": lambda content: json.dumps(content, separators=(",", ":")),
+    "spaced on one line": lambda content: json.dumps(content) + "\n",
+    "tabs": lambda content: json.dumps(content, indent="\t") + "\n",
+}
+
+
+def patched(text: str, diff: list[str]) -> list[str]:
+    """`text`'s lines with a context-free unified diff applied (as `patch` would)."""
+    lines, hunks = text.splitlines(), []
+    for line in diff:
+        if hunk := re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", line):
+            start, count = int(hunk[1]), int(hunk[2] or 1)
+            hunks.append((start - 1 if count else start, count, []))
+        elif line.startswith("+") and not line.startswith("+++"):
+            hunks[-1][2].append(line[1:])
+    for start, count, added in reversed(hunks):
+        lines[start : start + count] = added
+    return lines
+
+
+def previewed(output: str) -> dict[Path, list[str]]:
+    """Each file a dry run says it would change or remove, with its diff lines."""
+    files: dict[Path, list[str]] = {}
+    for line in output.splitlines():
+        if heading := re.match(r"# (/.*): would (change|be removed)$", line):
+            files[Path(heading[1])] = diff = []
+        elif not line.startswith("#") and files:
+            diff.append(line)
+    return files
+
+
+def texts(folder: Path) -> dict[Path, str]:
+    return {
+        path: path.read_text(encoding="utf-8")
+        for path in folder.rglob("*")
+        if path.is_file() and ".bak" not in path.name
+    }
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("host", sorted(PLAIN_FILES))
+def test_a_dry_run_shows_exactly_what_is_written_and_uninstall_gives_back_the_bytes(
+    host: str, layout: str, home: Path, user_home: Path
+) -> None:
+    for relative, content in PLAIN_FILES[host].items():
+        write(user_home / relative, content if isinstance(content, str) else LAYOUTS[layout](content))
+    before = texts(user_home)
+
+    for action in ("install", "uninstall"):
+        current = texts(user_home)
+        preview = run(home, user_home, action, host, "--dry-run")
+        assert preview.code == 0 and texts(user_home) == current, preview.stderr
+        diffs = previewed(preview.stdout)
+        done = run(home, user_home, action, host)
+        assert done.code == 0, done.stderr
+        written = texts(user_home)
+        assert set(diffs) == {
+            path for path in current.keys() | written.keys() if current.get(path) != written.get(path)
+        }
+        for path, diff in diffs.items():
+            assert patched(current.get(path, ""), diff) == written.get(path, "").splitlines(), f"{action}: {path}"
+        if action == "install":
+            assert all(written[path] == text for path, text in before.items() if path not in diffs)
+            assert "then:" in preview.stdout or "trust" not in done.stdout, "the dry run says what to do after"
+
+    assert texts(user_home) == before, "uninstall leaves every file as it was, to the byte; files it made are gone"

@@ -47,8 +47,9 @@ def handlers(settings: dict[str, Any], event: str) -> list[str]:
 def user_home(tmp_path: Path) -> Path:
     user_home = tmp_path / "user"
     (user_home / ".claude").mkdir(parents=True)
-    (user_home / ".claude" / "settings.json").write_text(json.dumps(OTHER_SETTINGS), encoding="utf-8")
-    (user_home / ".claude.json").write_text(json.dumps(OTHER_STATE), encoding="utf-8")
+    # Laid out as Claude Code writes them (a one-line file would be one changed line, all of it shown).
+    (user_home / ".claude" / "settings.json").write_text(json.dumps(OTHER_SETTINGS, indent=2), encoding="utf-8")
+    (user_home / ".claude.json").write_text(json.dumps(OTHER_STATE, indent=2), encoding="utf-8")
     return user_home
 
 

@@ -34,9 +34,10 @@ def install(settings: Settings, args: argparse.Namespace) -> int:
     command = shlex.split(args.launch) if args.launch else settings_files.memory_command()
     config = getattr(args, "config", None)
     changes = installer.changes(Path.home(), Path.cwd() if args.project else None, command, config)
-    if not _written(changes, args.dry_run, "memory-mcp is already in it"):
-        return 0
-    print(installer.after_install)
+    if _written(changes, args.dry_run, "memory-mcp is already in it"):
+        print(installer.after_install)
+    elif any(change.changed for change in changes):  # a dry run: what the user will have to do then
+        print("# then:", *(f"# {line}" for line in installer.after_install.splitlines()), sep="\n")
     return 0
 
 

@@ -14,8 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, with_server, without_hooks
-from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object
+from memory_mcp.hosts.hook_entries import (
+    config_options,
+    with_hooks,
+    with_server,
+    without_hooks,
+    without_server,
+)
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, json_object, removal_from
 
 
 def claude_code_changes(
@@ -50,8 +56,8 @@ def claude_code_removal(home: Path, project: Path | None) -> list[SettingsChange
     hooks_file = home / ".claude" / "settings.json" if project is None else project / ".claude" / "settings.local.json"
     where = [] if project is None else ["projects", str(project.resolve())]
     return [
-        change_file(hooks_file, without_hooks),
-        change_file(home / ".claude.json", lambda state: _without_server(state, where)),
+        removal_from(hooks_file, without_hooks),
+        removal_from(home / ".claude.json", lambda state: _without_server(state, where)),
     ]
 
 
@@ -59,9 +65,8 @@ def _without_server(state: dict[str, Any], where: list[str]) -> dict[str, Any]:
     scope: Any = state
     for key in where:
         scope = scope.get(key) if isinstance(scope, dict) else None
-    servers = scope.get("mcpServers") if isinstance(scope, dict) else None
-    if isinstance(servers, dict):
-        servers.pop(SERVER_NAME, None)
+    if isinstance(scope, dict):
+        without_server(scope, "mcpServers")
     return state
 
 

@@ -20,7 +20,7 @@ import tomlkit
 
 from memory_mcp.base.environment import SETTINGS_VARIABLES
 from memory_mcp.hosts.hook_entries import SERVER_NAME, config_options, with_hooks, without_hooks
-from memory_mcp.hosts.settings_files import SettingsChange, change_file, change_toml
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, change_toml, removal_from
 
 HOST_FLAGS = ["--host", "codex"]  # Codex's payloads are recognised anyway; named, nothing is guessed
 AFTER_INSTALL = """\
@@ -81,6 +81,6 @@ class CodexInstaller:
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
         return [
-            change_file(hooks_file(home, project), without_hooks),
+            removal_from(hooks_file(home, project), without_hooks),
             change_toml(config_file(home, project), _without_server),
         ]

@@ -19,7 +19,7 @@ from memory_mcp.hosts.hook_entries import (
     without_handlers,
     without_server,
 )
-from memory_mcp.hosts.settings_files import SettingsChange, change_file
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, removal_from
 
 HOOKS = {"SessionStart": "session-start", "Stop": "stop"}
 AFTER_INSTALL = {
@@ -74,12 +74,10 @@ class CopilotInstaller:
         return changes
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        hooks_file = change_file(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS)))
-        if hooks_file.content == {"version": 1}:  # the file is ours, and holds nothing else now
-            hooks_file.content, hooks_file.changed = None, hooks_file.before is not None
-        changes = [hooks_file]
+        hooks_file = _hooks_file(home, project)
+        changes = [removal_from(hooks_file, lambda hooks: without_handlers(hooks, list(HOOKS)), bare={"version": 1})]
         servers = _servers(self.name, home, project)
         if servers is not None:
             path, key, _ = servers
-            changes.append(change_file(path, lambda settings: without_server(settings, key)))
+            changes.append(removal_from(path, lambda settings: without_server(settings, key)))
         return changes

@@ -19,7 +19,7 @@ from memory_mcp.hosts.hook_entries import (
     without_handlers,
     without_server,
 )
-from memory_mcp.hosts.settings_files import SettingsChange, change_file
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, removal_from
 
 HOOKS = {"sessionStart": "session-start", "beforeSubmitPrompt": "prompt", "afterAgentResponse": "stop"}
 AFTER_INSTALL = """\
@@ -53,6 +53,8 @@ class CursorInstaller:
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
         folder = _folder(home, project)
         return [
-            change_file(folder / "hooks.json", lambda hooks: without_handlers(hooks, list(HOOKS))),
-            change_file(folder / "mcp.json", lambda servers: without_server(servers, "mcpServers")),
+            removal_from(
+                folder / "hooks.json", lambda hooks: without_handlers(hooks, list(HOOKS)), bare={"version": 1}
+            ),
+            removal_from(folder / "mcp.json", lambda servers: without_server(servers, "mcpServers")),
         ]

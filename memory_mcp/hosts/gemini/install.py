@@ -23,7 +23,7 @@ from memory_mcp.hosts.hook_entries import (
     without_grouped,
     without_server,
 )
-from memory_mcp.hosts.settings_files import SettingsChange, change_file
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, removal_from
 
 HOST_FLAGS = ["--host", "gemini"]  # Gemini's payloads are recognised anyway; named, nothing is guessed
 # Gemini event -> (our hook, the handler's name, timeout in milliseconds): the same seconds as in
@@ -71,4 +71,4 @@ class GeminiInstaller:
         return [change_file(settings_file(home, project), lambda s: _with_entries(s, command, options))]
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        return [change_file(settings_file(home, project), _without_entries)]
+        return [removal_from(settings_file(home, project), _without_entries)]

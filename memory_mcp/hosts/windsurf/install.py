@@ -19,7 +19,7 @@ from memory_mcp.hosts.hook_entries import (
     without_handlers,
     without_server,
 )
-from memory_mcp.hosts.settings_files import SettingsChange, change_file
+from memory_mcp.hosts.settings_files import SettingsChange, change_file, removal_from
 
 HOOKS = {"pre_user_prompt": "prompt", "post_cascade_response": "stop"}
 AFTER_INSTALL = """\
@@ -53,7 +53,7 @@ class WindsurfInstaller:
         return changes
 
     def removal(self, home: Path, project: Path | None) -> list[SettingsChange]:
-        changes = [change_file(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS)))]
+        changes = [removal_from(_hooks_file(home, project), lambda hooks: without_handlers(hooks, list(HOOKS)))]
         if project is None:
-            changes.append(change_file(_servers_file(home), lambda servers: without_server(servers, "mcpServers")))
+            changes.append(removal_from(_servers_file(home), lambda servers: without_server(servers, "mcpServers")))
         return changes
