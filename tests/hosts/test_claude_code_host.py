@@ -25,7 +25,8 @@ from memory_mcp.models import AddMemoryRequest
 from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.service.memory_service import MemoryService
 
-pytestmark = pytest.mark.integration
+# The first test of a clean checkout installs the pinned CLI from npm (up to 600 s) before it runs.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 RETRIEVE = "mcp__memory-mcp__retrieve_memory"
 

@@ -19,7 +19,8 @@ from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 
-pytestmark = pytest.mark.integration
+# The first test of a clean checkout installs the pinned CLI from npm (up to 600 s) before it runs.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def stored_exchanges(home: Path) -> list[tuple[str, str, str | None]]:

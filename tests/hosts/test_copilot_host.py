@@ -21,7 +21,8 @@ from host_clis import COPILOT, HostCli, installed_in_home
 from memory_blocks import BLOCK, texts
 from scripted_responses import ScriptedResponses, input_texts
 
-pytestmark = pytest.mark.integration
+# The first test of a clean checkout installs the pinned CLI from npm (up to 600 s) before it runs.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MODEL = "gpt-5.4"  # a GPT-5 model Copilot CLI knows, which it talks to over the Responses API
 REPLY = "Noted: pnpm it is, and vitest for the tests."

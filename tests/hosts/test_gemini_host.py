@@ -16,7 +16,8 @@ import pytest
 from gemini_cli import GeminiCli, gemini_installed, hook_contexts
 from scripted_gemini import user_texts
 
-pytestmark = pytest.mark.integration
+# The first test of a clean checkout installs the pinned CLI from npm (up to 600 s) before it runs.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
