@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_code_session import Transcript, text
 from command_line import Outcome
 from hook_calls import hook, stored
 
@@ -144,3 +145,30 @@ def test_vscode_starts_sessions_with_memory_and_stores_at_stop(home: Path, shop:
     answer = json.loads(start.stdout)
     assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert TOLD in answer["hookSpecificOutput"]["additionalContext"]
+
+
+def test_vscode_reads_a_claude_code_transcript_when_it_keeps_no_copilot_log(
+    home: Path, shop: Path, tmp_path: Path
+) -> None:
+    """VS Code's transcript format is not a stable API: one that is not Copilot's log is read as a
+    Claude Code transcript, each finished turn stored once; the newest waits for the next Stop,
+    since its reply may still grow."""
+    transcript = Transcript(tmp_path / "vscode" / "vs-claude-1.jsonl", session_id="vs-claude-1", cwd=str(shop))
+    transcript.prompt(TOLD)
+    transcript.reply(text(REPLY), message_id="m1")
+    transcript.prompt("And dates?")
+    transcript.reply(text("ISO 8601, in UTC."), message_id="m2")
+    stop = {
+        "hookEventName": "Stop",
+        "sessionId": "vs-claude-1",
+        "timestamp": "2026-11-27T12:00:00.000Z",
+        "cwd": str(shop),
+        "transcript_path": str(transcript.path),
+        "stop_hook_active": False,
+    }
+    assert hook(home, "stop", stop) == Outcome(0, "", "")
+    assert stored(home) == [(TOLD, REPLY, "vs-claude-1")]
+    transcript.prompt("Thanks.")
+    transcript.reply(text("You're welcome."), message_id="m3")
+    assert hook(home, "stop", stop) == Outcome(0, "", "")
+    assert stored(home) == [(TOLD, REPLY, "vs-claude-1"), ("And dates?", "ISO 8601, in UTC.", "vs-claude-1")]
