@@ -6,6 +6,7 @@ its start in each host's answer shape, every finished exchange of the log stored
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,26 @@ def test_vscode_reads_a_claude_code_transcript_when_it_keeps_no_copilot_log(
     transcript.reply(text("You're welcome."), message_id="m3")
     assert hook(home, "stop", stop) == Outcome(0, "", "")
     assert stored(home) == [(TOLD, REPLY, "vs-claude-1"), ("And dates?", "ISO 8601, in UTC.", "vs-claude-1")]
+
+
+def test_vscode_running_claude_codes_hook_and_its_own_gives_a_start_its_digest_once(
+    home: Path, shop: Path, tmp_path: Path
+) -> None:
+    """With both `install claude-code` and `install vscode`, VS Code runs two session-start hooks
+    for one event, at once: one of them answers with the digest, the other with nothing; the next
+    start (another stamp) has it again."""
+    log = SessionLog(tmp_path / "vscode", "vs-session-1")
+    log.turn(TOLD, REPLY)
+    stop = {"timestamp": "2026-11-27T12:00:00.000Z", "cwd": str(shop), "sessionId": log.session_id}
+    assert hook(home, "stop", {**stop, "hookEventName": "Stop", "transcript_path": str(log.path)}).code == 0
+    start = {**stop, "sessionId": "vs-session-2", "hookEventName": "SessionStart", "source": "new"}
+
+    def starts(stamp: str) -> list[Outcome]:
+        sent = {**start, "timestamp": stamp}
+        with ThreadPoolExecutor(2) as pool:  # the hook as install claude-code writes it, and as install vscode does
+            return list(pool.map(lambda flags: hook(home, "session-start", sent, *flags), [[], ["--host", "vscode"]]))
+
+    answers = starts("2026-11-27T12:05:00.000Z")
+    assert [outcome.code for outcome in answers] == [0, 0]
+    assert sorted(TOLD in outcome.stdout for outcome in answers) == [False, True], answers
+    assert sum(TOLD in outcome.stdout for outcome in starts("2026-11-27T12:30:00.000Z")) == 1, "a later start has it"

@@ -40,6 +40,7 @@ class HostEvent(BaseModel):
     source: str | None = None  # session-start: startup, resume, clear or compact
     stop_hook_active: bool = False  # stop: another hook turned this stop into a continuation
     turn_id: str | None = None  # stop: the host's id of the turn, where it gives one
+    stamp: str | None = None  # the host's time of this event, where it sends one: alike in each hook it runs
 
     @property
     def starts_over(self) -> bool:

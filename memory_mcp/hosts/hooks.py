@@ -25,7 +25,7 @@ from memory_mcp.hosts.injection import HostSession, prompt_block, session_digest
 from memory_mcp.memory.redaction import redact
 from memory_mcp.models import ExportDocument, ImportRequest, ImportResult, MemoryDocument, Page
 from memory_mcp.service.memory_service import MemoryService
-from memory_mcp.service.session_ledger import WaitingPrompt, keep_waiting_prompt, take_waiting_prompt
+from memory_mcp.service.session_ledger import WaitingPrompt, claim_start, keep_waiting_prompt, take_waiting_prompt
 from memory_mcp.store import Scope
 
 ScopeResolver = Callable[[str | None, str | None], Scope]
@@ -66,6 +66,10 @@ def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, s
     resumed session keeps what it was given (its conversation is there again)."""
     if "session-start" not in host.injects:
         return host.answer("session-start", "")
+    if event.stamp is not None:
+        scope = service.resolve_scope(session.user_id, session.agent_name)
+        if not claim_start(service.settings.data_storage_path, scope, session.session_id, event.stamp):
+            return host.answer("session-start", "")  # another copy of this hook answers this start
     digest = session_digest(service, session, host.max_context_chars, event.starts_over)
     return host.answer("session-start", digest)
 

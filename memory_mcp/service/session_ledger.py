@@ -8,6 +8,9 @@ removes it). A compaction or a
 /clear starts a session's ledger over, since the model no longer holds what was given. Ledgers
 untouched for LEDGER_DAYS are removed whenever one of the same user's is written.
 
+A host that runs two copies of one hook for an event (VS Code runs Claude Code's hooks and its own)
+would give a session its digest twice: the first copy to claim the event's stamp answers it.
+
 Beside a session's ledger, for hosts whose finished-turn event carries the reply but not the
 prompt (Cursor, Windsurf, Cline), the prompt waiting for its reply: kept by the prompt hook
 (secrets already redacted), taken, and so removed, by the stop hook that stores the exchange.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -63,6 +67,21 @@ def write_ledger(root: Path, scope: Scope, session_id: str, ledger: SessionLedge
     }
     atomic_write(path, json.dumps(record).encode())
     _remove_stale(path.parent)
+
+
+def claim_start(root: Path, scope: Scope, session_id: str, stamp: str) -> bool:
+    """Whether this hook is the first to answer the session start the host stamped `stamp` (a
+    file made exclusively beside the ledger; one that cannot be made claims nothing)."""
+    path = _path(root, scope, session_id, f".start-{_digest(stamp)}.json")
+    ensure_directory(path.parent)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # no claim to be had: answering twice is the lesser harm than not at all
+    _remove_stale(path.parent)
+    return True
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class HookInput(BaseModel):
     cwd: str | None = None
     source: str | None = None  # session start: new, resume or startup
     stop_hook_active: bool = False
+    timestamp: str | int | float | None = None
 
 
 def read_event(payload: Mapping[str, Any]) -> HostEvent:
@@ -55,6 +56,7 @@ def read_event(payload: Mapping[str, Any]) -> HostEvent:
         # "new" is Copilot's "startup": a session that holds nothing given before.
         source="startup" if sent.source == "new" else sent.source,
         stop_hook_active=sent.stop_hook_active,
+        stamp=None if sent.timestamp is None else str(sent.timestamp),
     )
 
 
