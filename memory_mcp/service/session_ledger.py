@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_mcp.store import Scope
-from memory_mcp.store.durable import atomic_write, ensure_directory
+from memory_mcp.store.durable import atomic_write, created_first, ensure_directory
 
 LEDGER_FOLDER = ("run", "sessions")
 LEDGER_DAYS = 7
@@ -75,9 +74,8 @@ def claim_start(root: Path, scope: Scope, session_id: str, stamp: str) -> bool:
     path = _path(root, scope, session_id, f".start-{_digest(stamp)}.json")
     ensure_directory(path.parent)
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        return False
+        if not created_first(path):
+            return False
     except OSError:
         return True  # no claim to be had: answering twice is the lesser harm than not at all
     _remove_stale(path.parent)

@@ -228,6 +228,16 @@ def atomic_write(path: Path, data: bytes) -> None:
     put_in_place(written_aside(path, data), path)
 
 
+def created_first(path: Path) -> bool:
+    """Create `path` empty and private unless something is there already (a symbolic link too):
+    whether this call made it, so that of processes racing for one claim exactly one has it."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    except FileExistsError:
+        return False
+    return True
+
+
 def written_aside(path: Path, data: bytes) -> Path:
     """`data` in a synced temp file beside `path`, for `put_in_place`: what can fail (a full
     disk) fails here, before anything the temp file stands for is changed."""
