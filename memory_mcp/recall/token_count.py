@@ -66,6 +66,13 @@ class TokenCounter:
         self._ensure_loaded()
         return "tiktoken" if self._encode is not None else "char"
 
+    def load_ahead(self) -> None:
+        """Start loading the encoding in a thread of its own, if it is not loaded: a first
+        retrieve reads the page log and the saved index meanwhile (waits on a disk or a database
+        that leave the interpreter to this thread), and counts its block's tokens after."""
+        if not self._loaded:
+            threading.Thread(target=self._ensure_loaded, name="token-encoding", daemon=True).start()
+
     def count(self, text: str) -> int:
         self._ensure_loaded()
         if self._encode is None:

@@ -83,6 +83,7 @@ class Retrieval:
         self, scope: Scope, request: RetrieveMemoryRequest, for_injection: bool, skip_pages: Collection[str]
     ) -> Found:
         self._recall.read_index_ahead(scope)  # a first retrieve: the saved index comes with the log
+        self._tokens.load_ahead()  # and the token encoding its block is counted with
         page_log = self._store.read_pages(scope)
         pages = pages_now(page_log)  # its length fixed once
         within = time_window(pages, request.since, request.until)
