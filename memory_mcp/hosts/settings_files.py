@@ -48,7 +48,7 @@ class JsonLayout:
         indent, final_newline = (indented.group(1) if indented else None), text.endswith("\n")
         # The serialiser's own choices first: a file they cannot tell apart (one key) gets those.
         usual = [(",", ": ")] if indent else [(", ", ": "), (",", ":")]
-        for item, key in [*usual, (",", ": "), (", ", ": "), (",", ":"), (", ", ":")]:
+        for item, key in dict.fromkeys([*usual, (",", ": "), (", ", ": "), (",", ":"), (", ", ":")]):
             layout = cls(indent, item, key, final_newline)
             if layout.dumps(content) == text:
                 return layout
