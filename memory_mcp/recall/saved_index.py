@@ -15,7 +15,6 @@ the document lengths (float64), each thread's newest page (see _ThreadTable), an
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import struct
 import threading
@@ -24,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
 from memory_mcp.base.errors import StorageError
+from memory_mcp.base.framing import framed, unframed
 from memory_mcp.models import Page
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
 from memory_mcp.recall.terms import index_terms
@@ -39,7 +39,6 @@ MAGIC = b"memory-mcp word index\n"
 FORMAT = 4
 # Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
 PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
-_DIGEST_BYTES = 32
 _LENGTH = struct.Struct("<I")
 
 
@@ -151,25 +150,19 @@ def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:
     }
     threads = _ThreadTable.encode(state.newest_by_thread, state.terms)
     header["counted"], header["slotted"] = len(threads[3]) // 4, len(threads[5]) // 4
-    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     terms = "\n".join(state.terms).encode()  # a term never holds a line break
-    parts = [MAGIC, _LENGTH.pack(len(head)), head, _LENGTH.pack(len(terms)), terms]
-    body = b"".join([*parts, state.offsets, state.entries, state.lengths, *threads])
-    return body + hashlib.sha256(body).digest()
+    return framed(
+        MAGIC, header, [_LENGTH.pack(len(terms)), terms, state.offsets, state.entries, state.lengths, *threads]
+    )
 
 
 def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
     """The index a snapshot holds, if it may be used with the log's `pages` now; else
     UnusableSnapshot saying why."""
-    whole = memoryview(data)  # slices of it are not copies: a snapshot at 100k exchanges is ~100 MB
-    body, trailer = whole[:-_DIGEST_BYTES], whole[-_DIGEST_BYTES:]
-    if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != trailer:
-        raise UnusableSnapshot("damaged (its checksum does not match)")
-    start = len(MAGIC) + _LENGTH.size
-    (head_length,) = _LENGTH.unpack_from(body, len(MAGIC))
-    header = json.loads(bytes(body[start : start + head_length]))
-    if not isinstance(header, dict):
-        raise UnusableSnapshot("damaged (its header is not one)")
+    try:
+        header, body = unframed(data, MAGIC)
+    except ValueError as exc:
+        raise UnusableSnapshot(str(exc)) from None
     if header.get("format") != FORMAT or header.get("neighbour_weight") != NEIGHBOUR_WEIGHT:
         raise UnusableSnapshot(f"of another format ({header.get('format')})")
     if header.get("probe") != index_terms(PROBE):
@@ -177,9 +170,8 @@ def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
     count = header["pages"]
     if count > len(pages) or header["digest"] != pages_digest(pages, count):
         raise UnusableSnapshot("made from other exchanges than the log holds now")
-    position = start + head_length
-    (terms_length,) = _LENGTH.unpack_from(body, position)
-    position += _LENGTH.size
+    (terms_length,) = _LENGTH.unpack_from(body, 0)
+    position = _LENGTH.size
     terms = bytes(body[position : position + terms_length]).decode().split("\n") if header["terms"] else []
     if len(terms) != header["terms"]:
         raise UnusableSnapshot("damaged (its terms do not add up)")
@@ -235,6 +227,8 @@ class SnapshotKeeper:
         (its saved copy as `ahead` read it, if given)."""
         if len(page_log.pages) < self.MIN_PAGES:
             return LexicalIndex()
+        import numpy  # noqa: F401  # what decode needs, loaded while a snapshot read ahead arrives
+
         try:
             data = ahead.result() if ahead is not None else self.store.read_index_snapshot(scope)
             if data is None:

@@ -9,8 +9,10 @@ parse nor hold 100,000 exchanges to search them.
 
 from __future__ import annotations
 
+import json
 import operator
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import overload
@@ -19,6 +21,9 @@ from memory_mcp.base.errors import LogReplaced
 from memory_mcp.models import Page
 
 _CHUNK = 512  # pages built at a time when a caller walks them all
+# Below this many pages a log is read about as fast as a saved directory of it is checked; a
+# directory is saved again once this many more pages are known (and at close if any more are).
+DIRECTORY_MIN_PAGES = 1000
 
 
 class PageSequence(Sequence[Page]):
@@ -147,6 +152,33 @@ class _Slice(PageSequence):
         if isinstance(positions, range):
             return self._whole._read(range(self._start + positions.start, self._start + positions.stop))
         return self._whole._read([self._start + position for position in positions])
+
+
+def packed_columns(pages: PageSequence, count: int) -> tuple[list[str], bytes, bytes]:
+    """The first `count` pages' columns as a saved directory holds them: the threads' names, each
+    page's thread as its number among them (int32), and the ids and timestamps as one JSON array
+    of two lists (parsed whole in C at a start: 100,000 pages in ~40 ms)."""
+    page_threads = pages.threads[:count]
+    names = list(dict.fromkeys(page_threads))
+    number = {name: n for n, name in enumerate(names)}
+    numbers = array("i", [number[name] for name in page_threads])
+    listed = json.dumps([pages.ids[:count], pages.timestamps[:count]], ensure_ascii=False, separators=(",", ":"))
+    return names, numbers.tobytes(), listed.encode()
+
+
+def unpacked_columns(
+    names: list[str], numbers: memoryview, listed: memoryview, count: int
+) -> tuple[list[str], list[str], list[str]]:
+    """The ids, threads and timestamps `packed_columns` gave; ValueError unless they add up to
+    `count` pages whose threads are among `names`."""
+    thread_numbers = array("i")
+    thread_numbers.frombytes(numbers)
+    ids, timestamps = json.loads(bytes(listed))
+    if len(thread_numbers) != count or len(ids) != count or len(timestamps) != count:
+        raise ValueError("damaged (its columns do not add up)")
+    if count and (min(thread_numbers) < 0 or max(thread_numbers) >= len(names)):
+        raise ValueError("damaged (its threads do not add up)")
+    return ids, [names[n] for n in thread_numbers], timestamps
 
 
 def columns_of(pages: Sequence[Page]) -> PageSequence:

@@ -16,7 +16,7 @@ from memory_mcp.store import PageLog, Scope
 from memory_mcp.store.files import page_log as json_store
 from memory_mcp.store.files.backend import JsonStore
 from memory_mcp.store.files.layout import DIRECTORY_FILE
-from memory_mcp.store.files.pages import DIRECTORY_MIN_PAGES
+from memory_mcp.store.page_sequence import DIRECTORY_MIN_PAGES
 
 USER = Scope("alice")
 SIZE = DIRECTORY_MIN_PAGES + 20

@@ -895,6 +895,7 @@ def test_postgres_migrations_are_recorded_once_and_concurrent_first_starts_agree
     assert [row[0] for row in tables] == [
         "documents",
         "index_snapshots",
+        "page_directories",
         "page_vectors",
         "pages",
         "schema_migrations",
@@ -1094,13 +1095,14 @@ def test_postgres_reads_a_long_log_by_its_columns_and_fetches_pages_when_asked(p
 
 
 def test_postgres_reads_a_large_saved_index_again_and_again(pg: PostgresBackend) -> None:
-    """A large snapshot comes on a connection of its own (libpq would keep a buffer as large for the
-    lifetime of a pooled one): it reads whole, every time, and the reads after it go on as before."""
-    from memory_mcp.store.postgres.derived import LARGE_RESULT_BYTES
+    """A large snapshot comes a part at a time (libpq would keep a buffer as large as the whole for
+    the lifetime of a pooled connection): it reads whole, every time, and the reads after it go on
+    as before."""
+    from memory_mcp.store.postgres.derived import SNAPSHOT_PART_BYTES
 
     store = pg.store()
     store.append_page(USER, make_page(0))
-    data = os.urandom(LARGE_RESULT_BYTES + 1)
+    data = os.urandom(3 * SNAPSHOT_PART_BYTES + 1)
     assert store.write_index_snapshot(USER, data, store.read_pages(USER).generation)
 
     for n in range(1, 4):

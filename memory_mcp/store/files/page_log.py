@@ -31,10 +31,10 @@ from memory_mcp.store.durable import (
     written_aside,
 )
 from memory_mcp.store.files.layout import DIRECTORY_FILE
-from memory_mcp.store.files.pages import DIRECTORY_MIN_PAGES, FilePages, encode_directory, log_digest, read_directory
+from memory_mcp.store.files.pages import FilePages, encode_directory, log_digest, read_directory
 from memory_mcp.store.files.scopes import FileScopes, LogCache, ScopeState, new_generation, os_errors
 from memory_mcp.store.interfaces import PageLog, Scope, already_stored
-from memory_mcp.store.page_sequence import HeldPages
+from memory_mcp.store.page_sequence import DIRECTORY_MIN_PAGES, HeldPages
 from memory_mcp.store.records import page_from_record, page_record
 
 log = logging.getLogger(__name__)

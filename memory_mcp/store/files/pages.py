@@ -17,7 +17,6 @@ the ids and timestamps as one JSON array of two lists, and the trailer.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 from array import array
@@ -28,18 +27,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from memory_mcp.base.errors import LogReplaced, StorageError
+from memory_mcp.base.framing import framed, unframed
 from memory_mcp.models import Page
 from memory_mcp.store.durable import opened_for_reading, read_bytes
-from memory_mcp.store.page_sequence import StoredPages
+from memory_mcp.store.page_sequence import StoredPages, packed_columns, unpacked_columns
 from memory_mcp.store.records import page_from_record
 
 MAGIC = b"memory-mcp page directory\n"
 FORMAT = 1
-# Below this many records the log is parsed about as fast as a directory is checked; a
-# directory is saved again once this many more are known (and at close if any more are).
-DIRECTORY_MIN_PAGES = 1000
-_DIGEST_BYTES = 32
-_LENGTH = struct.Struct("<I")
 _HASH_CHUNK = 1 << 20
 
 
@@ -115,9 +110,8 @@ class Directory:
 def encode_directory(pages: FilePages, count: int, host_memory_end: int, digest: hashlib._Hash) -> bytes:
     """A directory of the first `count` of `pages`, whose records are the log's first bytes up to
     where the last of them ends (their SHA-256 `digest`)."""
-    offsets, page_threads = pages.offsets(count), pages.threads[:count]
-    names = list(dict.fromkeys(page_threads))
-    number = {name: n for n, name in enumerate(names)}
+    offsets = pages.offsets(count)
+    names, threads, listed = packed_columns(pages, count)
     header = {
         "format": FORMAT,
         "pages": count,
@@ -126,12 +120,7 @@ def encode_directory(pages: FilePages, count: int, host_memory_end: int, digest:
         "host_memory_end": host_memory_end,
         "threads": names,
     }
-    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
-    threads = array("i", [number[name] for name in page_threads])
-    columns = [pages.ids[:count], pages.timestamps[:count]]
-    listed = json.dumps(columns, ensure_ascii=False, separators=(",", ":")).encode()
-    body = b"".join([MAGIC, _LENGTH.pack(len(head)), head, offsets.tobytes(), threads.tobytes(), listed])
-    return body + hashlib.sha256(body).digest()
+    return framed(MAGIC, header, [offsets.tobytes(), threads, listed])
 
 
 def read_directory(directory_path: Path, log_fd: int, log_path: Path, inode: int) -> Directory | None:
@@ -164,14 +153,8 @@ def log_digest(log_fd: int, length: int) -> hashlib._Hash:
 
 
 def _decoded(data: bytes, log_fd: int, log_path: Path, inode: int) -> Directory:
-    whole = memoryview(data)
-    body, trailer = whole[:-_DIGEST_BYTES], whole[-_DIGEST_BYTES:]
-    if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != trailer:
-        raise ValueError("damaged")
-    (head_length,) = _LENGTH.unpack_from(body, len(MAGIC))
-    start = len(MAGIC) + _LENGTH.size
-    header = json.loads(bytes(body[start : start + head_length]))
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    header, parts = unframed(data, MAGIC)
+    if header.get("format") != FORMAT:
         raise ValueError("of another format")
     count, covered = header["pages"], header["covered"]
     if os.fstat(log_fd).st_size < covered:
@@ -179,25 +162,14 @@ def _decoded(data: bytes, log_fd: int, log_path: Path, inode: int) -> Directory:
     digest = log_digest(log_fd, covered)
     if digest.hexdigest() != header["log_sha256"]:
         raise ValueError("made from other bytes than the log begins with")
-    position = start + head_length
-    offsets = _array("q", body[position : position + 8 * (count + 1)])
-    position += 8 * (count + 1)
-    thread_numbers = _array("i", body[position : position + 4 * count])
-    ids, timestamps = json.loads(bytes(body[position + 4 * count :]))
-    names = header["threads"]
-    if len(offsets) != count + 1 or len(thread_numbers) != count or len(ids) != count or len(timestamps) != count:
-        raise ValueError("damaged (its parts do not add up)")
+    offsets = _array("q", parts[: 8 * (count + 1)])
+    position = 8 * (count + 1)
+    numbers, listed = parts[position : position + 4 * count], parts[position + 4 * count :]
+    ids, threads, timestamps = unpacked_columns(header["threads"], numbers, listed, count)
     import numpy as np
 
     steps = np.diff(np.frombuffer(offsets, dtype=np.int64))
-    numbers = np.frombuffer(thread_numbers, dtype=np.int32)
-    if (
-        offsets[0] != 0
-        or offsets[-1] != covered
-        or (steps <= 0).any()
-        or ((numbers < 0) | (numbers >= len(names))).any()
-    ):
-        raise ValueError("damaged (its records or threads do not add up)")
-    threads = [names[n] for n in thread_numbers]
+    if len(offsets) != count + 1 or offsets[0] != 0 or offsets[-1] != covered or (steps <= 0).any():
+        raise ValueError("damaged (its records do not add up)")
     pages = FilePages.from_columns(log_path, inode, offsets, ids, threads, timestamps)
     return Directory(pages, int(header["host_memory_end"]), digest)

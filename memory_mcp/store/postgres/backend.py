@@ -143,7 +143,11 @@ class PostgresStore(ComposedPostgresStore):
         return f"PostgresStore({self.location!r}, schema={self.schema!r})"
 
     def close(self) -> None:
-        """Close every connection; locks still held by exclusive_updates are released with theirs."""
+        """Save the directory of every log in memory that grew since it was saved (the next start
+        then reads none of its rows), and close every connection; locks still held by
+        exclusive_updates are released with theirs."""
+        if not self._pool.closed:
+            self._pages.save_directories()
         self._pool.close()
         self._lock_pool.close()
 
@@ -220,14 +224,6 @@ class _Database:
                     continue
                 error = self._error(action, exc)
                 raise error from exc
-
-    def run_alone(self, action: str, work: Callable[[Connection], T]) -> T:
-        with self._open_connection(action) as conn:
-            try:
-                _configure(self._statement_timeout_ms, self._lock_timeout_ms, conn)
-                return work(conn)
-            except psycopg.Error as exc:
-                raise self._error(action, exc) from None
 
     @contextmanager
     def advisory_lock(self, key: int, deadline: float, action: str, holder: str) -> Iterator[bool]:

@@ -78,10 +78,6 @@ class Database(Protocol):
         """work(conn, attempt) on a pooled connection; run once more on another if the connection
         turns out broken and the attempt says that is safe."""
 
-    def run_alone(self, action: str, work: Callable[[Connection], T]) -> T:
-        """work(conn) on a connection of its own, closed after it (for a result too large to be
-        left in a pooled connection's buffers)."""
-
     def advisory_lock(self, key: int, deadline: float, action: str, holder: str) -> AbstractContextManager[bool]:
         """Hold the session advisory lock `key` on a connection of its own for the duration
         (`holder`: whose it is, as a warning names it); yields False when it is not had by the

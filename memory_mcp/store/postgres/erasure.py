@@ -30,7 +30,8 @@ class PostgresErasure:
         self, scope: Scope, page_ids: Sequence[str], change: Callable[[MemoryDocument, list[int]], MemoryDocument]
     ) -> None:
         """One transaction: the scope row locked (appends wait), the document changed, the pages and
-        their vectors deleted, the positions after them closed up, and a new generation."""
+        their vectors, saved index and directory deleted, the positions after them closed up, and a
+        new generation."""
         user_id, agent = scope_key(scope)
         state = self._states.get(scope)
         names: dict[str, Any] = {"u": user_id, "a": agent, "ids": list(page_ids)}
@@ -58,6 +59,7 @@ class PostgresErasure:
                     conn.execute(self._db.sql["shorten_log"], {**names, "n": len(positions)})
                 conn.execute(self._db.sql["erase_page_vectors"], names)
                 conn.execute(self._db.sql["erase_index_snapshot"], names)
+                conn.execute(self._db.sql["erase_page_directory"], names)
             return version, stored
 
         with state.update_lock:
@@ -69,7 +71,7 @@ class PostgresErasure:
 
     def rewrite_pages(self, scope: Scope, pages: Sequence[Page]) -> None:
         """One transaction: the scope row locked (appends wait), the pages' records replaced, their
-        vectors and the saved index deleted, and a new generation."""
+        vectors, the saved index and the directory deleted, and a new generation."""
         user_id, agent = scope_key(scope)
         state = self._states.get(scope)
         names: dict[str, Any] = {"u": user_id, "a": agent, "ids": [page.page_id for page in pages]}
@@ -81,6 +83,7 @@ class PostgresErasure:
                 conn.execute(self._db.sql["rewrite_pages"], {**names, "pages": [page_record(page) for page in pages]})
                 conn.execute(self._db.sql["erase_page_vectors"], names)
                 conn.execute(self._db.sql["erase_index_snapshot"], names)
+                conn.execute(self._db.sql["erase_page_directory"], names)
                 conn.execute(self._db.sql["new_generation"], names)
 
         self._db.run(f"rewrite exchanges of {scope.describe()}", work)

@@ -164,6 +164,27 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE {schema}.index_snapshots ALTER COLUMN data SET STORAGE EXTERNAL;
         """,
     ),
+    Migration(
+        6,
+        "page directories",
+        """
+        -- The first `pages` pages' ids, threads and timestamps of a long log at `generation`, in
+        -- one value: a start reads it and the rows after it, not every row (30,000 rows streamed
+        -- took ~0.1 s). Derived data, used only while the generation is the scope's; deleted by
+        -- an erase of pages, and with its scope (ON DELETE CASCADE).
+        CREATE TABLE {schema}.page_directories (
+            user_id     text COLLATE "C" NOT NULL,
+            agent_name  text COLLATE "C" NOT NULL,
+            generation  bigint NOT NULL,
+            pages       bigint NOT NULL CHECK (pages >= 0),
+            data        bytea NOT NULL,
+            saved_at    timestamptz NOT NULL DEFAULT now(),
+            CONSTRAINT page_directories_pkey PRIMARY KEY (user_id, agent_name),
+            CONSTRAINT page_directories_scope_fkey FOREIGN KEY (user_id, agent_name)
+                REFERENCES {schema}.scopes (user_id, agent_name) ON DELETE CASCADE
+        );
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

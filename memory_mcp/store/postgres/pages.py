@@ -4,6 +4,8 @@ guarantees)."""
 
 from __future__ import annotations
 
+import logging
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +14,7 @@ from pydantic import ValidationError
 from memory_mcp.base.errors import LogReplaced, StorageError
 from memory_mcp.models import Page
 from memory_mcp.store.interfaces import PageLog, Scope, already_stored
+from memory_mcp.store.page_sequence import DIRECTORY_MIN_PAGES
 from memory_mcp.store.postgres.connection import (
     UNIQUE_VIOLATION,
     Attempt,
@@ -24,9 +27,12 @@ from memory_mcp.store.postgres.connection import (
     sqlstate,
     streamed,
 )
+from memory_mcp.store.postgres.directory import decode_directory, encode_directory
 from memory_mcp.store.postgres.state import RowLog, RowPages, ScopeState
 from memory_mcp.store.records import page_from_record, page_record
 from memory_mcp.store.scope_state import ScopeStates
+
+log = logging.getLogger(__name__)
 
 # A read of fewer new rows than this fetches them whole and checks each; a longer one (a start
 # over a long log) reads their columns only: those rows were checked when they were appended.
@@ -98,6 +104,8 @@ class PostgresPages:
         scope_key(scope)
         state = self._states.get(scope)
         with state.log_lock:
+            if state.log is None:
+                state.log = self._log_from_directory(scope)
             cache = state.log
             after = cache.end if cache is not None else 0
             read = f"read the pages of {scope.describe()}"
@@ -116,7 +124,16 @@ class PostgresPages:
             for fields in new_fields:
                 cache.pages.add(*fields)
             cache.end = last + 1
+            self._save_directory(scope, cache, new_pages=DIRECTORY_MIN_PAGES)
             return PageLog(cache.generation, cache.pages)
+
+    def save_directories(self) -> None:
+        """Save the directory of every log in memory that grew since its directory was saved, so
+        that the next start reads none of its rows."""
+        for scope, state in self._states.known():
+            with state.log_lock:
+                if state.log is not None:
+                    self._save_directory(scope, state.log, new_pages=1)
 
     def page_count(self, scope: Scope) -> int:
         row = scope_row(self._db, f"count the pages of {scope.describe()}", "page_count", scope)
@@ -126,6 +143,47 @@ class PostgresPages:
         action = f"look for host memory in the pages of {scope.describe()}"
         row = scope_row(self._db, action, "host_memory_from", scope, start=start)
         return row is not None and bool(row[0])
+
+    def _log_from_directory(self, scope: Scope) -> RowLog | None:
+        """The log as its saved directory lists it, if there is one it may be used with: a start
+        then reads only the rows after it."""
+        user_id, agent = scope_key(scope)
+        query, params = self._db.sql["read_page_directory"], {"u": user_id, "a": agent}
+        row = self._db.run(
+            f"read the page directory of {scope.describe()}",
+            lambda conn, _: conn.execute(query, params, binary=True).fetchone(),
+        )
+        if row is None:
+            return None
+        generation, count, data = row
+        try:
+            ids, threads, timestamps = decode_directory(bytes(data), generation, count)
+        except (ValueError, KeyError, TypeError, struct.error) as exc:
+            log.info("the page directory of %s is not used: %s; its rows are read", scope.describe(), exc)
+            return None
+        pages = RowPages.from_columns(
+            lambda positions: self._pages_at(scope, generation, positions), ids, threads, timestamps
+        )
+        return RowLog(generation=generation, pages=pages, end=count, directory_pages=count)
+
+    def _save_directory(self, scope: Scope, cache: RowLog, new_pages: int) -> None:
+        """Save the cached log's directory when `new_pages` or more pages (DIRECTORY_MIN_PAGES in
+        all) came since it was last saved (held: the log lock). They count as saved from then on:
+        a save that fails is not tried again at every read."""
+        count = len(cache.pages)
+        if count < DIRECTORY_MIN_PAGES or count - cache.directory_pages < new_pages:
+            return
+        cache.directory_pages = count
+        user_id, agent = scope_key(scope)
+        params = {"u": user_id, "a": agent, "g": cache.generation, "n": count}
+        params["data"] = encode_directory(cache.pages, count, cache.generation)
+        try:
+            self._db.run(
+                f"save the page directory of {scope.describe()}",
+                lambda conn, _: conn.execute(self._db.sql["write_page_directory"], params),
+            )
+        except StorageError as exc:  # the next start reads the rows, as without a directory
+            log.warning("the page directory of %s was not saved (%s); its rows are read instead", scope.describe(), exc)
 
     def _new_log(self, scope: Scope, generation: int) -> RowLog:
         return RowLog(

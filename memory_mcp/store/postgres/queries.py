@@ -33,6 +33,11 @@ PostgreSQL schema (default `memory_mcp`):
     index_snapshots (user_id, agent_name, generation, data bytea, saved_at)  PK (user_id, agent_name)
         A saved word index (memory_mcp.recall.saved_index), written only while the scope's generation
         is the one it was made at, read only while it still is, and deleted by an erase of pages.
+
+    page_directories (user_id, agent_name, generation, pages, data bytea, saved_at)  PK (user_id, agent_name)
+        The columns of a long log's first `pages` pages (memory_mcp.store.postgres.directory), kept
+        as the index snapshots are: written and read only at the scope's generation, deleted by an
+        erase of pages.
 """
 
 from __future__ import annotations
@@ -163,8 +168,10 @@ QUERIES = {
         DELETE FROM {schema}.page_vectors
         WHERE user_id = %(u)s AND agent_name = %(a)s AND model = %(model)s AND page_id = ANY(%(ids)s::text[])
     """,
-    "read_index_snapshot": """
-        SELECT i.data FROM {schema}.index_snapshots i JOIN {schema}.scopes s USING (user_id, agent_name)
+    # Stored uncompressed (migration 5), a part of it is read without reading the rest.
+    "read_index_snapshot_part": """
+        SELECT substring(i.data FROM %(from)s FOR %(for)s) FROM {schema}.index_snapshots i
+        JOIN {schema}.scopes s USING (user_id, agent_name)
         WHERE i.user_id = %(u)s AND i.agent_name = %(a)s AND i.generation = s.generation
     """,
     "index_snapshot_size": """
@@ -175,11 +182,30 @@ QUERIES = {
         INSERT INTO {schema}.index_snapshots (user_id, agent_name, generation, data)
         SELECT user_id, agent_name, generation, %(data)s FROM {schema}.scopes
         WHERE user_id = %(u)s AND agent_name = %(a)s AND generation = %(g)s
+        FOR KEY SHARE  -- waits for an erase under way, then finds its new generation: nothing saved
         ON CONFLICT (user_id, agent_name)
         DO UPDATE SET generation = EXCLUDED.generation, data = EXCLUDED.data, saved_at = now()
     """,
     "erase_index_snapshot": """
         DELETE FROM {schema}.index_snapshots WHERE user_id = %(u)s AND agent_name = %(a)s
+    """,
+    "read_page_directory": """
+        SELECT d.generation, d.pages, d.data FROM {schema}.page_directories d
+        JOIN {schema}.scopes s USING (user_id, agent_name)
+        WHERE d.user_id = %(u)s AND d.agent_name = %(a)s AND d.generation = s.generation AND d.pages <= s.page_count
+    """,
+    "write_page_directory": """
+        INSERT INTO {schema}.page_directories (user_id, agent_name, generation, pages, data)
+        SELECT user_id, agent_name, generation, %(n)s, %(data)s FROM {schema}.scopes
+        WHERE user_id = %(u)s AND agent_name = %(a)s AND generation = %(g)s AND page_count >= %(n)s
+        FOR KEY SHARE  -- waits for an erase under way, then finds its new generation: nothing saved
+        ON CONFLICT (user_id, agent_name) DO UPDATE
+        SET generation = EXCLUDED.generation, pages = EXCLUDED.pages, data = EXCLUDED.data, saved_at = now()
+        WHERE {schema}.page_directories.generation <> EXCLUDED.generation
+            OR {schema}.page_directories.pages <= EXCLUDED.pages  -- never one of fewer pages over it
+    """,
+    "erase_page_directory": """
+        DELETE FROM {schema}.page_directories WHERE user_id = %(u)s AND agent_name = %(a)s
     """,
     "page_count": "SELECT page_count FROM {schema}.scopes WHERE user_id = %(u)s AND agent_name = %(a)s",
     # Found in the record's text, never by parsing it as JSON: an exchange may hold U+0000, which

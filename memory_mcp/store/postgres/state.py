@@ -27,6 +27,15 @@ class RowPages(StoredPages):
         super().__init__()
         self._load_rows = load
 
+    @classmethod
+    def from_columns(
+        cls, load: Callable[[Sequence[int]], list[Page]], ids: list[str], threads: list[str], timestamps: list[str]
+    ) -> RowPages:
+        """The pages a saved directory lists."""
+        pages = cls(load)
+        pages._take_columns(ids, threads, timestamps)
+        return pages
+
     def add(self, page_id: str, thread_id: str | None, timestamp: str) -> None:
         self._note(page_id, thread_id, timestamp)
 
@@ -39,6 +48,7 @@ class RowLog(CachedLog):
     """The log as read: its pages' columns (`end`: one past the highest position read)."""
 
     pages: RowPages
+    directory_pages: int = 0  # how many pages the saved directory covers
 
 
 @dataclass
