@@ -60,7 +60,9 @@ DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 SHORT_TERM_CAPACITY = 1
-TARGETS = {"recall@5": 0.70, "recall@10": 0.80, "p50_ms": 20.0}
+# Recall targets on the dev split, words alone and with vectors fused (any embeddings backend).
+TARGETS = {"recall@5": 0.78, "recall@10": 0.85, "p50_ms": 20.0}
+TARGETS_WITH_VECTORS = {**TARGETS, "recall@5": 0.82, "recall@10": 0.89}
 
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
@@ -374,14 +376,15 @@ def print_report(report: dict[str, Any], data_path: Path) -> None:
         f" p95 {latency['p95']:.2f} ms, max {latency['max']:.2f} ms"
     )
     overall = metrics["overall"]
+    targets = TARGETS if embeddings == "none" else TARGETS_WITH_VECTORS
     checks = []
-    for name, target in TARGETS.items():
+    for name, target in targets.items():
         if name in overall:
             value = overall[name]
             checks.append(f"{name} {value:.3f} (target >= {target:.2f}: {'met' if value >= target else 'NOT met'})")
     checks.append(
-        f"p50 {latency['p50']:.2f} ms (target < {TARGETS['p50_ms']:.0f} ms: "
-        f"{'met' if latency['p50'] < TARGETS['p50_ms'] else 'NOT met'})"
+        f"p50 {latency['p50']:.2f} ms (target < {targets['p50_ms']:.0f} ms: "
+        f"{'met' if latency['p50'] < targets['p50_ms'] else 'NOT met'})"
     )
     print("targets: " + "; ".join(checks))
 
@@ -397,9 +400,12 @@ def write_results(report: dict[str, Any], extra: dict[str, Any], args: argparse.
         return
     ks = report["ks"]
     metrics = report["metrics"]
+    # Both readings of "recalled": the share of a question's evidence turns among the first k
+    # (recall), and whether any of them is (any: LongMemEval's recall_any, at turn level).
+    columns = [f"recall@{k}" for k in ks] + [f"hit@{k}" for k in ks if k > 1]
     rows = [
         (CATEGORIES[int(key)] if key != "overall" else "**overall**", metrics[key]["questions"])
-        + tuple(f"{metrics[key][f'recall@{k}']:.3f}" for k in ks)
+        + tuple(f"{metrics[key][column]:.3f}" for column in columns)
         for key in [str(c) for c in CATEGORIES] + ["overall"]
     ]
     rows[-1] = rows[-1][:2] + tuple(f"**{value}**" for value in rows[-1][2:])
@@ -414,10 +420,11 @@ def write_results(report: dict[str, Any], extra: dict[str, Any], args: argparse.
         names[0],
         "LoCoMo dev split: how often retrieve_memory ranks the exchanges that hold the answer, "
         + ("words and local vectors fused" if extra else "words alone"),
-        markdown_table(("category", "questions", *(f"recall@{k}" for k in ks)), rows)
+        markdown_table(("category", "questions", *(column.replace("hit@", "any@") for column in columns)), rows)
         + f"\n\nretrieve_memory p50 {latency['p50']:.1f} ms, p95 {latency['p95']:.1f} ms (warm){embedding}.",
-        "Turn-level recall of the evidence, averaged per question, read off `retrieved_pages` (the ranked "
-        "exchanges); one user per conversation, short_term_capacity 1. The data set is read in place from "
+        "recall@k: the share of a question's evidence turns among the first k of `retrieved_pages` (the ranked "
+        "exchanges), averaged over questions; any@k: the share of questions with at least one of them there. One "
+        "user per conversation, short_term_capacity 1. The data set is read in place from "
         "../shared/data/locomo (CC BY-NC); nothing of it is kept here.",
     )
 
