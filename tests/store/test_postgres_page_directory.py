@@ -1,14 +1,16 @@
 """The PostgreSQL log's page directory: a start reads one row and the rows added after it instead
 of every row, but only when the directory is whole and of the log's generation; an erase takes it
-with the exchanges."""
+with the exchanges, and no save racing an erase brings it (or a saved index) back."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from postgres_fixture import Schemas, pg_schemas  # noqa: F401  (pg_schemas is a fixture)
+from waiting import wait_until
 
 from memory_mcp.models import Page
 from memory_mcp.store import PageLog, Scope
@@ -179,3 +181,34 @@ def test_a_directory_of_an_earlier_generation_is_not_used(db: Database, monkeypa
 
     assert starts == [0]
     assert_holds(page_log, pages)
+
+
+@pytest.mark.parametrize("saved", ["directory", "word index"])
+def test_a_save_racing_an_erase_waits_for_it_and_saves_nothing(db: Database, saved: str) -> None:
+    """A save that reads the scope's generation just before an erase commits must not leave a row
+    naming the erased exchanges: it waits for the erase, finds the new generation, saves nothing."""
+    filled(db, DIRECTORY_MIN_PAGES - 1)
+    store = db.store()
+    generation = store.read_pages(USER).generation
+    store.append_pages(USER, [make_page(n) for n in range(DIRECTORY_MIN_PAGES - 1, SIZE)])  # a directory due
+
+    def save() -> None:
+        if saved == "directory":
+            store.close()
+        else:
+            store.write_index_snapshot(USER, b"an index of the exchanges before the erase", generation)
+
+    with db.schemas.admin() as eraser, eraser.transaction():  # as an erase of pages holds it
+        eraser.execute(f'SELECT 1 FROM "{db.schema}".scopes WHERE user_id = %s FOR UPDATE', [USER.user_id])
+        eraser.execute(f'UPDATE "{db.schema}".scopes SET generation = DEFAULT WHERE user_id = %s', [USER.user_id])
+        saving = threading.Thread(target=save)
+        saving.start()
+        wait_until(
+            lambda: db.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") != [(0,)],
+            what="the save to wait for the erase",
+        )
+    saving.join(30)
+
+    assert not saving.is_alive()
+    assert db.sql("SELECT count(*) FROM {schema}.page_directories") == [(0,)]
+    assert db.sql("SELECT count(*) FROM {schema}.index_snapshots") == [(0,)]
