@@ -20,7 +20,7 @@ latency (warm: the user's index loaded first, untimed). Five folds of the questi
 i mod 5) show how much the overall figure moves between subsets: a parameter is chosen on four
 folds and checked on the fifth, never on the overall score alone.
 
-Usage:  .venv/bin/python bench/longmemeval_recall.py [--data PATH] [--limit N | --every K] [--json]
+Usage:  .venv/bin/python bench/longmemeval_recall.py [--data PATH] [--limit N | --every K | --ids A,B] [--json]
                                                      [--settings-json '{...}'] [--data-dir DIR]
 With local vectors: --settings-json '{"embeddings": {"backend": "local"}}' --data-dir DIR. The
 vectors of ~250 long exchanges a question take 6-10 minutes on two cores (10-15 hours for all);
@@ -122,7 +122,7 @@ def paired(turns: Sequence[dict[str, Any]]) -> Iterator[tuple[str, str, bool]]:
             index += 1
 
 
-def load_questions(path: Path, limit: int | None = None, every: int = 1) -> list[Question]:
+def load_questions(path: Path, limit: int | None = None, every: int = 1, ids: Sequence[str] = ()) -> list[Question]:
     raw = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     questions = []
     for item in raw:
@@ -146,7 +146,7 @@ def load_questions(path: Path, limit: int | None = None, every: int = 1) -> list
                 exchanges,
             )
         )
-    questions = questions[::every]
+    questions = [question for question in questions if question.question_id in ids] if ids else questions[::every]
     return questions[:limit] if limit else questions
 
 
@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every", type=int, default=1, help="use every K-th scored question: a sample over all question types"
     )
+    parser.add_argument("--ids", default="", help="use only these question ids (comma-separated)")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON object")
     parser.add_argument("--settings-json", default="{}", help="extra Settings fields as a JSON object")
     parser.add_argument(
@@ -341,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         extra = json.loads(args.settings_json)
         if not isinstance(extra, dict):
             raise ValueError("--settings-json must be a JSON object")
-        report = run(load_questions(args.data, args.limit, args.every), extra, args.data_dir)
+        ids = [part for part in args.ids.split(",") if part]
+        report = run(load_questions(args.data, args.limit, args.every, ids), extra, args.data_dir)
     except Exception as exc:  # a report, not a test: say what went wrong and still exit 0
         print(f"longmemeval_recall: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0
@@ -350,7 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"settings: {json.dumps(report['settings'], sort_keys=True)}\n")
     print(table(report) + "\n\n" + summary(report))
     names = [name for name, settings in DOCUMENTED.items() if settings == extra]
-    if not args.no_results and names and not args.limit and args.every == 1 and args.data == DEFAULT_DATA:
+    if (
+        not args.no_results
+        and names
+        and not args.limit
+        and args.every == 1
+        and not args.ids
+        and args.data == DEFAULT_DATA
+    ):
         write(
             names[0],
             f"LongMemEval_S dev split: how often retrieve_memory ranks the sessions that hold the answer, {words}",
