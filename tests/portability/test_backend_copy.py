@@ -203,6 +203,15 @@ def analysed_at(dsn: str, schema: str) -> object:
     return None if row is None else row[0]
 
 
+def page_directories(dsn: str, schema: str) -> list[tuple[str, str, int]]:
+    """Whose logs have a saved page directory, and of how many pages."""
+    import psycopg
+
+    query = f'SELECT user_id, agent_name, pages FROM "{schema}".page_directories ORDER BY 1, 2'
+    with psycopg.connect(dsn) as conn:
+        return [tuple(row) for row in conn.execute(query).fetchall()]
+
+
 def run(config: Path, *args: str, dsn_env: str | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m memory_mcp migrate --config CONFIG ARGS`, with MEMORY_MCP_DSN only if given."""
     env = server_env()
@@ -285,6 +294,8 @@ def test_json_to_postgres_and_back_keeps_every_page_fact_and_profile(
     assert report["pages"] == report["pages_copied"] == sum(len(pages) for pages, _ in original.values())
     assert report["facts"] == 4
     assert "verified" in report["message"]
+    # a start reads alice's long log from its directory (bob's few exchanges need none)
+    assert page_directories(dsn, schema) == [("alice", "", 3 + BULK_PAGES)]
 
     assert stored(postgres()) == original
     assert list(stored(postgres())) == list(original)  # the same scopes, in the same order
