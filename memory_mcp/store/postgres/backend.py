@@ -314,7 +314,7 @@ class _Database:
 
 
 def _configure(statement_timeout_ms: int, lock_timeout_ms: int, conn: psycopg.Connection) -> None:
-    """A pooled connection's timeouts (a connection of its own is given the same)."""
+    """A pooled connection's timeouts."""
     conn.execute(
         "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false),"
         " set_config('idle_in_transaction_session_timeout', '60000', false)",
