@@ -98,6 +98,33 @@ def test_documents_sharing_no_words_are_not_returned() -> None:
     assert [number for number, _ in index.search("pears", limit=5)] == [0]
 
 
+def test_a_misspelt_query_word_finds_the_word_pages_hold() -> None:
+    index = build(
+        "we talked about the garden and the roses",
+        "I just signed my first business contract with a client",
+        "the stage lights failed during the play",
+    )
+
+    assert [number for number, _ in index.search("my buisiness contract", limit=5)][:1] == [1]
+    assert [number for number, _ in index.search("the buisiness", limit=5)] == [1]  # the typo alone finds it
+
+
+def test_a_real_word_no_page_holds_is_not_taken_for_a_typo() -> None:
+    """'state' is one letter from 'stage', but a word in its own right: nothing holds it."""
+    index = build("the stage lights failed during the play", "apples and pears")
+
+    assert index.search("which state", limit=5) == []
+    assert index.search("a stage", limit=5) != []
+
+
+def test_short_words_are_never_corrected() -> None:
+    """Four letters or fewer have too many neighbours one letter away to guess which was meant."""
+    index = build("the tuna was fresh", "apples and pears")
+
+    assert index.search("tunq", limit=5) == []
+    assert [number for number, _ in index.search("pearz", limit=5)] == [1]  # five letters: read as "pears"
+
+
 def test_empty_index_and_empty_query_return_nothing() -> None:
     assert LexicalIndex().search("anything", limit=5) == []
     assert build("some text").search("", limit=5) == []

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_mcp.recall.fusion import best_of
-from memory_mcp.recall.terms import index_terms, phrase_pairs
+from memory_mcp.recall.terms import index_terms, phrase_pairs, worded_terms
+from memory_mcp.recall.token_count import looks_misspelt
 
 NEIGHBOUR_WEIGHT = 0.5
 OWN_MARK = 2.0**40  # see _build
@@ -49,6 +50,7 @@ PERIOD_WEIGHT = 0.5
 # among how many of the best pages they are looked for.
 PHRASE_WEIGHT = 0.1
 PHRASE_POOL = 15
+TYPO_MIN_LETTERS = 5  # a shorter term has too many neighbours one letter away to guess among
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
 MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
@@ -348,7 +350,7 @@ class LexicalIndex:
             return [0.0] * len(documents)
         average = self._total_length / count
         scores = [0.0] * len(documents)
-        for term in dict.fromkeys(index_terms(query)):
+        for term in self.query_terms(query):
             postings = self._postings.get(term)
             if postings is None:
                 continue
@@ -367,7 +369,20 @@ class LexicalIndex:
         this is how much of the query a page answers, on a scale that does not grow with the
         number of pages (see relevance.py)."""
         unseen = math.log(1 + (len(self._lengths) + 0.5) / 0.5)
-        return sum(self._idf(term) if term in self._postings else unseen for term in dict.fromkeys(index_terms(query)))
+        return sum(self._idf(term) if term in self._postings else unseen for term in self.query_terms(query))
+
+    def query_terms(self, query: str) -> list[str]:
+        """The query's terms, each once. A word no page holds, one letter away from words pages do
+        hold, that the token encoding does not know as a word (a typo: "buisiness", not "state"
+        where pages say "stage"), is read as the commonest of them."""
+        terms: dict[str, None] = {}
+        for word, term in worded_terms(query):
+            if term not in self._postings and len(term) >= TYPO_MIN_LETTERS and term.isalpha():
+                near = [known for known in one_letter_away(term) if known in self._postings]
+                if near and looks_misspelt(word):
+                    term = max(near, key=lambda known: len(self._postings[known]))
+            terms[term] = None
+        return list(terms)
 
     def _idf(self, term: str) -> float:
         postings = self._postings.get(term)
@@ -389,7 +404,7 @@ class LexicalIndex:
 
         count = len(self._lengths)
         candidates = max(0, count if among_first is None else min(among_first, count))
-        terms = [term for term in dict.fromkeys(index_terms(query)) if term in self._postings]
+        terms = [term for term in self.query_terms(query) if term in self._postings]
         in_period = np.zeros(0, dtype=np.intp) if period is None else np.flatnonzero(period[:count])
         if candidates <= 0 or not (terms or len(in_period)):
             return np.zeros(candidates)
@@ -423,3 +438,14 @@ class LexicalIndex:
         if holds_a_term.any():  # pages that hold query terms themselves: only they may score
             scores[~holds_a_term] = 0.0
         return scores
+
+
+def one_letter_away(word: str) -> set[str]:
+    """Every word one deletion, insertion, substitution or swap of neighbours from `word`."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deleted = {left + right[1:] for left, right in splits if right}
+    swapped = {left + right[1] + right[0] + right[2:] for left, right in splits if len(right) > 1}
+    replaced = {left + letter + right[1:] for left, right in splits if right for letter in letters}
+    inserted = {left + letter + right for left, right in splits for letter in letters}
+    return (deleted | swapped | replaced | inserted) - {word}

