@@ -167,6 +167,14 @@ def threads(pages: list[StoredPage]) -> dict[str, int]:
 UPLOAD_LABEL = "Import an export or a DeerFlow memory.json, or past conversations"
 
 
+def import_previewed(page: Page, dashboard: Any, user_id: str) -> None:
+    """Press Import on a preview and wait for the user's page it answers with once stored (the
+    preview was posted to the same address, so the address alone says nothing)."""
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(user_id)
+    expect(page).to_have_url(dashboard.url(f"/users/{user_id}"))
+
+
 def preview_upload(page: Page, dashboard: Any, user_id: str, file: Path) -> None:
     page.goto(dashboard.url(f"/users/{user_id}"))
     page.get_by_label(UPLOAD_LABEL).set_input_files(file)
@@ -198,8 +206,7 @@ def test_a_chatgpt_export_is_previewed_then_imported_as_threads_and_not_twice(
     screenshot(page, "import-conversations-preview-1400")
     assert imported(fresh_dashboard.data_dir, "bob") == [], "a preview stores nothing"
 
-    page.get_by_role("button", name="Import", exact=True).click()
-    expect(page).to_have_url(fresh_dashboard.url("/users/bob"))
+    import_previewed(page, fresh_dashboard, "bob")
     stored = imported(fresh_dashboard.data_dir, "bob")
     assert threads(stored) == {"67a1-kyoto": 2, "67a1-bread": 1, "67a1-tax": 3}
     kyoto = sorted((page for page in stored if page.thread_id == "67a1-kyoto"), key=lambda page: page.timestamp)
@@ -209,8 +216,7 @@ def test_a_chatgpt_export_is_previewed_then_imported_as_threads_and_not_twice(
 
     preview_upload(page, fresh_dashboard, "bob", exported)
     expect(page.locator("#preview")).to_contain_text("Would import 0 exchanges; 6 are stored already")
-    page.get_by_role("button", name="Import", exact=True).click()
-    expect(page).to_have_url(fresh_dashboard.url("/users/bob"))
+    import_previewed(page, fresh_dashboard, "bob")
     assert len(imported(fresh_dashboard.data_dir, "bob")) == 6, "nothing stored twice"
 
 
@@ -229,8 +235,7 @@ def test_a_claude_ai_zip_is_previewed_then_imported(page: Page, fresh_dashboard:
     expect(first).to_have_text(["Polars questions", "2", "2024-07-02 08:00 UTC", "2024-07-02 08:05 UTC"])
     assert imported(fresh_dashboard.data_dir, "alice") == []
 
-    page.get_by_role("button", name="Import", exact=True).click()
-    expect(page).to_have_url(fresh_dashboard.url("/users/alice"))
+    import_previewed(page, fresh_dashboard, "alice")
     assert threads(imported(fresh_dashboard.data_dir, "alice")) == {
         "c1a0de00-0000-4000-8000-000000000001": 2,
         "c1a0de00-0000-4000-8000-000000000002": 1,
