@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
 from memory_mcp.base.errors import StorageError
-from memory_mcp.base.framing import framed, unframed
+from memory_mcp.base.framing import copied_array, framed, unframed
 from memory_mcp.models import Page
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
 from memory_mcp.recall.terms import index_terms
@@ -64,9 +64,8 @@ class _ThreadTable(Mapping[str, tuple[int, dict[str, int], dict[str, int]]]):
     def __init__(self, names: list[str], terms: list[str], arrays: Sequence[memoryview]) -> None:
         self._number = {name: number for number, name in enumerate(names)}
         self._terms = terms
-        # Copies: a view would keep the whole snapshot (~80 MB at 100k exchanges) in memory.
-        self._documents, self._count_ends, self._slot_ends = (_copied("q", part) for part in arrays[:3])
-        self._counted, self._counts, self._slotted, self._slots = (_copied("i", part) for part in arrays[3:])
+        self._documents, self._count_ends, self._slot_ends = (copied_array("q", part) for part in arrays[:3])
+        self._counted, self._counts, self._slotted, self._slots = (copied_array("i", part) for part in arrays[3:])
 
     @staticmethod
     def sizes(threads: int, counted: int, slotted: int) -> list[int]:
@@ -126,12 +125,6 @@ class _ThreadTable(Mapping[str, tuple[int, dict[str, int], dict[str, int]]]):
 
     def __len__(self) -> int:
         return len(self._number)
-
-
-def _copied(typecode: str, data: memoryview) -> array[int]:
-    copy = array(typecode)
-    copy.frombytes(data)
-    return copy
 
 
 def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from memory_mcp.base.errors import LogReplaced
+from memory_mcp.base.framing import copied_array
 from memory_mcp.models import Page
 
 _CHUNK = 512  # pages built at a time when a caller walks them all
@@ -171,8 +172,7 @@ def unpacked_columns(
 ) -> tuple[list[str], list[str], list[str]]:
     """The ids, threads and timestamps `packed_columns` gave; ValueError unless they add up to
     `count` pages whose threads are among `names`."""
-    thread_numbers = array("i")
-    thread_numbers.frombytes(numbers)
+    thread_numbers = copied_array("i", numbers)
     ids, timestamps = json.loads(bytes(listed))
     if len(thread_numbers) != count or len(ids) != count or len(timestamps) != count:
         raise ValueError("damaged (its columns do not add up)")

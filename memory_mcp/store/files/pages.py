@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from memory_mcp.base.errors import LogReplaced, StorageError
-from memory_mcp.base.framing import framed, unframed
+from memory_mcp.base.framing import copied_array, framed, unframed
 from memory_mcp.models import Page
 from memory_mcp.store.durable import opened_for_reading, read_bytes
 from memory_mcp.store.page_sequence import StoredPages, packed_columns, unpacked_columns
@@ -132,12 +132,6 @@ def read_directory(directory_path: Path, log_fd: int, log_path: Path, inode: int
         return None
 
 
-def _array(typecode: str, data: memoryview) -> array[int]:
-    copy = array(typecode)
-    copy.frombytes(data)
-    return copy
-
-
 def log_digest(log_fd: int, length: int) -> hashlib._Hash:
     """SHA-256 of the log's first `length` bytes, read in chunks (never all held at once); more
     bytes may be added to it as the log grows."""
@@ -162,7 +156,7 @@ def _decoded(data: bytes, log_fd: int, log_path: Path, inode: int) -> Directory:
     digest = log_digest(log_fd, covered)
     if digest.hexdigest() != header["log_sha256"]:
         raise ValueError("made from other bytes than the log begins with")
-    offsets = _array("q", parts[: 8 * (count + 1)])
+    offsets = copied_array("q", parts[: 8 * (count + 1)])
     position = 8 * (count + 1)
     numbers, listed = parts[position : position + 4 * count], parts[position + 4 * count :]
     ids, threads, timestamps = unpacked_columns(header["threads"], numbers, listed, count)
