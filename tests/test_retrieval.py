@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
 from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
 from memory_mcp.recall.fusion import lexical_share
@@ -115,6 +117,29 @@ def test_a_real_word_no_page_holds_is_not_taken_for_a_typo() -> None:
 
     assert index.search("which state", limit=5) == []
     assert index.search("a stage", limit=5) != []
+
+
+def test_without_the_token_encoding_no_word_is_corrected_and_loading_it_is_tried_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memory_mcp.recall import token_count
+
+    attempts: list[str] = []
+
+    def missing() -> None:
+        attempts.append("load")
+        raise FileNotFoundError("cl100k_base.tiktoken")
+
+    index = build("I just signed my first business contract", "apples and pears")
+    monkeypatch.setattr(token_count, "_loaded_encoding", missing)
+    token_count._encoding_if_any.cache_clear()
+    try:
+        assert index.search("the buisiness", limit=5) == []
+        assert index.search("buisiness plans", limit=5) == []
+    finally:
+        token_count._encoding_if_any.cache_clear()  # the next test loads the real one
+
+    assert attempts == ["load"]
 
 
 def test_short_words_are_never_corrected() -> None:

@@ -121,10 +121,18 @@ def looks_misspelt(word: str) -> bool:
     """Whether cl100k_base, loaded, spells " word" with more than one token: English words in
     common use are one token each ("state", "occupation"), a typo never is ("buisiness" takes
     three), and neither are rare words and names. False when the encoding cannot load."""
+    encoding = _encoding_if_any()
+    return encoding is not None and len(encoding.encode(" " + word, disallowed_special=())) > 1
+
+
+@cache
+def _encoding_if_any() -> Any:
+    """The encoding, or None when it cannot load: tried once a process, not at every query word
+    (a failed load is not cached by `_loaded_encoding`)."""
     try:
-        return len(offline_encoding().encode(" " + word, disallowed_special=())) > 1
+        return offline_encoding()
     except Exception:  # no encoding: no word is taken for a typo
-        return False
+        return None
 
 
 @cache
