@@ -21,6 +21,7 @@ import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from memory_mcp.base.errors import StorageError
 from memory_mcp.base.framing import copied_array, framed, unframed
@@ -40,6 +41,7 @@ FORMAT = 4
 # Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
 PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
 _LENGTH = struct.Struct("<I")
+Opened = tuple[dict[str, Any], memoryview]  # a snapshot's header and parts, its checksum checked
 
 
 class UnusableSnapshot(ValueError):
@@ -152,10 +154,21 @@ def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:
 def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
     """The index a snapshot holds, if it may be used with the log's `pages` now; else
     UnusableSnapshot saying why."""
+    return restored(opened(data), pages)
+
+
+def opened(data: bytes) -> Opened:
+    """A snapshot's header and parts once its checksum holds, else UnusableSnapshot: the part of
+    `decode` that needs no pages (a read ahead does it on its own thread, off a first retrieve's path)."""
     try:
-        header, body = unframed(data, MAGIC)
+        return unframed(data, MAGIC)
     except ValueError as exc:
         raise UnusableSnapshot(str(exc)) from None
+
+
+def restored(snapshot: Opened, pages: Sequence[Page]) -> LexicalIndex:
+    """The index an `opened` snapshot holds, if it may be used with the log's `pages` now."""
+    header, body = snapshot
     if header.get("format") != FORMAT or header.get("neighbour_weight") != NEIGHBOUR_WEIGHT:
         raise UnusableSnapshot(f"of another format ({header.get('format')})")
     if header.get("probe") != index_terms(PROBE):
@@ -200,22 +213,23 @@ class SnapshotKeeper:
         self._saving: dict[Scope, threading.Thread] = {}
         self._guard = threading.Lock()
 
-    def read_ahead(self, scope: Scope) -> Future[bytes | None]:
-        """Start reading the scope's saved index on a thread of its own, for a `saved_index` to
-        come: a first retrieve reads it while the log is read (72 MB and 100,000 exchanges' fields
-        at 100k: ~0.2 s less than one after the other)."""
-        ahead: Future[bytes | None] = Future()
+    def read_ahead(self, scope: Scope) -> Future[Opened | None]:
+        """Start reading the scope's saved index and checking its checksum on a thread of its own,
+        for a `saved_index` to come: a first retrieve reads it while the log is read (72 MB and
+        100,000 exchanges' fields at 100k: ~0.2 s less than one after the other)."""
+        ahead: Future[Opened | None] = Future()
 
         def read() -> None:
             try:
-                ahead.set_result(self.store.read_index_snapshot(scope))
+                data = self.store.read_index_snapshot(scope)
+                ahead.set_result(None if data is None else opened(data))
             except BaseException as exc:
                 ahead.set_exception(exc)
 
         threading.Thread(target=read, name="index-snapshot-read", daemon=True).start()
         return ahead
 
-    def saved_index(self, scope: Scope, page_log: PageLog, ahead: Future[bytes | None] | None = None) -> LexicalIndex:
+    def saved_index(self, scope: Scope, page_log: PageLog, ahead: Future[Opened | None] | None = None) -> LexicalIndex:
         """The saved index of the log's first pages if there is a usable one, else an empty index
         (its saved copy as `ahead` read it, if given)."""
         if len(page_log.pages) < self.MIN_PAGES:
@@ -223,10 +237,14 @@ class SnapshotKeeper:
         import numpy  # noqa: F401  # what decode needs, loaded while a snapshot read ahead arrives
 
         try:
-            data = ahead.result() if ahead is not None else self.store.read_index_snapshot(scope)
-            if data is None:
+            if ahead is not None:
+                snapshot = ahead.result()
+            else:
+                data = self.store.read_index_snapshot(scope)
+                snapshot = None if data is None else opened(data)
+            if snapshot is None:
                 return LexicalIndex()
-            index = decode(data, page_log.pages)
+            index = restored(snapshot, page_log.pages)
         except (ValueError, KeyError, TypeError, struct.error) as exc:  # UnusableSnapshot, or parts not ours
             log.info("the saved word index of %s is not used: %s; it is built again", scope.describe(), exc)
             return LexicalIndex()

@@ -27,7 +27,7 @@ from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, Sessi
 from memory_mcp.recall.bm25 import LexicalIndex
 from memory_mcp.recall.fusion import best_of, fused, lexical_share
 from memory_mcp.recall.periods import Period, periods_in, without_relative_times
-from memory_mcp.recall.saved_index import SnapshotKeeper
+from memory_mcp.recall.saved_index import Opened, SnapshotKeeper
 from memory_mcp.recall.vectors import VectorTable, fact_relevance
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.page_sequence import PageSequence
@@ -94,7 +94,7 @@ class _ScopeCache:
     recent: _RecentWindow = field(default_factory=_RecentWindow)
     vectors: VectorTable | None = None  # with embeddings on, once a query vector came along
     saved_pages: int = 0  # how many pages the index's saved snapshot covers
-    snapshot_ahead: Future[bytes | None] | None = None  # the saved index, being read before first use
+    snapshot_ahead: Future[Opened | None] | None = None  # the saved index, being read before first use
 
 
 class PageRecall:
