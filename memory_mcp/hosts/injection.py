@@ -72,6 +72,7 @@ def prompt_block(
     ledger = read_ledger(root, scope, session.session_id)
     digest = ""
     if _project_key(session.project) not in ledger.projects:
+        service.read_ahead(session.user_id, session.agent_name)  # for the search after the digest
         digest = _text(_digest(service, session, None if max_chars is None else max_chars // 2, ledger))
     request = RetrieveMemoryRequest.build(
         query=prompt[:MAX_QUERY_CHARS],

@@ -124,6 +124,12 @@ class MemoryService:
         the default user's: on a one-person desktop that is everyone."""
         self._retrieval.warm_up(self.resolve_scope(user_id, agent_name))
 
+    def read_ahead(self, user_id: str | None = None, agent_name: str | None = None) -> None:
+        """Start reading what a `find` for the scope will need (its saved word index, the token
+        encoding) on threads of their own, for a caller with other work to do first: a session's
+        first prompt hook builds its digest meanwhile."""
+        self._retrieval.read_ahead(self.resolve_scope(user_id, agent_name))
+
     def close(self) -> int:
         """Save unsaved session visits, and give pending updates `shutdown_flush_seconds` to
         finish; return how many were left. The word index of what this process wrote is brought up

@@ -69,6 +69,12 @@ class Retrieval:
         except Exception:  # only a head start: the first real call loads whatever failed here
             log.debug("warm-up did not complete", exc_info=True)
 
+    def read_ahead(self, scope: Scope) -> None:
+        """A first retrieve's loads started on threads of their own: the saved index, to come with
+        the log, and the token encoding its block is counted with (nothing when loaded already)."""
+        self._recall.read_index_ahead(scope)
+        self._tokens.load_ahead()
+
     def find(
         self, scope: Scope, request: RetrieveMemoryRequest, for_injection: bool, skip_pages: Collection[str]
     ) -> Found:
@@ -82,8 +88,7 @@ class Retrieval:
     def _find(
         self, scope: Scope, request: RetrieveMemoryRequest, for_injection: bool, skip_pages: Collection[str]
     ) -> Found:
-        self._recall.read_index_ahead(scope)  # a first retrieve: the saved index comes with the log
-        self._tokens.load_ahead()  # and the token encoding its block is counted with
+        self.read_ahead(scope)
         page_log = self._store.read_pages(scope)
         pages = pages_now(page_log)  # its length fixed once
         within = time_window(pages, request.since, request.until)
