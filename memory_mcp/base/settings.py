@@ -27,6 +27,7 @@ from memory_mcp.base.environment import (
     process_environment,
 )
 from memory_mcp.base.ids import validate_identifier
+from memory_mcp.base.model import Model
 
 # Settings the environment fills when the config file leaves them empty (secrets stay off disk).
 FROM_ENVIRONMENT = {
@@ -50,7 +51,7 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message is one line naming the field."""
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(Model):
     """Structured-memory settings (DeerFlow's `memory` section)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -123,7 +124,7 @@ class MemorySettings(BaseModel):
     )
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(Model):
     """Vectors beside the words: exchanges found by meaning too ("my dog" finds "the greyhound")."""
 
     model_config = ConfigDict(extra="forbid")
@@ -147,7 +148,7 @@ class EmbeddingSettings(BaseModel):
     )
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(Model):
     """Where memory is kept: JSON files under data_storage_path, or a PostgreSQL database."""
 
     model_config = ConfigDict(extra="forbid")
@@ -181,7 +182,7 @@ class StorageSettings(BaseModel):
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-class MemoryServerSettings(BaseModel):
+class MemoryServerSettings(Model):
     """A team's memory-mcp HTTP server the hooks and the stdio server use instead of this machine's files."""
 
     model_config = ConfigDict(extra="forbid")
@@ -215,7 +216,7 @@ class MemoryServerSettings(BaseModel):
         return headers
 
 
-class HttpSettings(BaseModel):
+class HttpSettings(Model):
     """The streamable-HTTP server (`memory-mcp --transport streamable-http`)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -237,7 +238,7 @@ class HttpSettings(BaseModel):
         return self.host in LOOPBACK_HOSTS
 
 
-class Settings(BaseModel):
+class Settings(Model):
     """Everything the server can be told. Unknown keys are errors, so typos cannot pass silently."""
 
     model_config = ConfigDict(extra="forbid")

@@ -13,9 +13,10 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from memory_mcp.base.errors import LLMTransientError
+from memory_mcp.base.model import Model
 from memory_mcp.memory.rules import UpdateProposal
 from memory_mcp.models import FactCategory
 
@@ -44,24 +45,24 @@ class TruncatedReply(ReplyError):
 # accepts the partial shapes that endpoints without schema support produce.
 
 
-class _Section(BaseModel):
+class _Section(Model):
     summary: str = Field(max_length=MAX_SUMMARY_CHARS)
     shouldUpdate: bool
 
 
-class _UserSections(BaseModel):
+class _UserSections(Model):
     workContext: _Section
     personalContext: _Section
     topOfMind: _Section
 
 
-class _HistorySections(BaseModel):
+class _HistorySections(Model):
     recentMonths: _Section
     earlierContext: _Section
     longTermBackground: _Section
 
 
-class _Fact(BaseModel):
+class _Fact(Model):
     content: str = Field(max_length=MAX_FACT_CHARS)
     category: FactCategory
     confidence: float
@@ -69,17 +70,17 @@ class _Fact(BaseModel):
     replaces: str | None = Field(max_length=16)
 
 
-class _Knowledge(BaseModel):
+class _Knowledge(Model):
     content: str = Field(max_length=MAX_FACT_CHARS)
     confidence: float
 
 
-class _Session(BaseModel):
+class _Session(Model):
     summary: str = Field(max_length=MAX_FACT_CHARS)
     keywords: list[str] = Field(max_length=8)
 
 
-class _Reply(BaseModel):
+class _Reply(Model):
     user: _UserSections
     history: _HistorySections
     newFacts: list[_Fact] = Field(max_length=MAX_NEW_FACTS)

@@ -13,9 +13,10 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from memory_mcp.base.clock import utc_now
+from memory_mcp.base.model import Model
 from memory_mcp.models import Page
 
 HookEvent = Literal["session-start", "prompt", "stop"]
@@ -27,7 +28,7 @@ CLIPPED = " […]"
 STARTS_OVER = frozenset({"startup", "clear", "compact"})
 
 
-class HostEvent(BaseModel):
+class HostEvent(Model):
     """A hook's payload in memory's terms (whatever the host calls each field)."""
 
     model_config = ConfigDict(frozen=True)

@@ -16,8 +16,9 @@ import urllib.error
 import urllib.request
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memory_mcp.base.model import Model
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
 from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt
@@ -30,7 +31,7 @@ from memory_mcp.store import Scope
 HOOKS_PATH = "/hooks"
 
 
-class HookRequest(BaseModel):
+class HookRequest(Model):
     """What every request of a hook names: its session, its project, whose memory."""
 
     model_config = ConfigDict(extra="forbid")
@@ -51,7 +52,7 @@ class ContextRequest(HookRequest):
     max_chars: int = Field(10_000, ge=0, le=100_000)
 
 
-class ContextAnswer(BaseModel):
+class ContextAnswer(Model):
     context: str
 
 
@@ -61,7 +62,7 @@ class StoreRequest(HookRequest):
     pages: list[Page] = Field(max_length=1000)
 
 
-class StoreAnswer(BaseModel):
+class StoreAnswer(Model):
     added: int
 
 

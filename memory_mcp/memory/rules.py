@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from memory_mcp.base.clock import utc_now
+from memory_mcp.base.model import Model
 from memory_mcp.base.settings import Settings
 from memory_mcp.memory.facts import cap, current, keep_most_confident, new_fact_id, new_knowledge_id, normalise, retire
 from memory_mcp.models import (
@@ -45,21 +46,21 @@ class UpdateRejected(ValueError):
     """The proposal as a whole breaks a rule; nothing of it may be applied."""
 
 
-class SectionUpdate(BaseModel):
+class SectionUpdate(Model):
     model_config = ConfigDict(extra="ignore")
 
     summary: str = ""
     shouldUpdate: bool = False
 
 
-class ProposedKnowledge(BaseModel):
+class ProposedKnowledge(Model):
     model_config = ConfigDict(extra="ignore")
 
     content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     confidence: float = Field(0.8, ge=0, le=1)
 
 
-class SessionTopic(BaseModel):
+class SessionTopic(Model):
     model_config = ConfigDict(extra="ignore")
 
     summary: str = Field("", max_length=1000)
@@ -68,7 +69,7 @@ class SessionTopic(BaseModel):
     )
 
 
-class UpdateProposal(BaseModel):
+class UpdateProposal(Model):
     """A proposed change to one scope's memory. Facts stay raw here: each is validated on its
     own when applied, so one malformed fact from an LLM does not cost the others."""
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from memory_mcp.base.ids import validate_identifier
+from memory_mcp.base.model import Model
 from memory_mcp.models.stored import MemoryDocument, Page
 
 EXPORT_FORMAT: Final = "memory-mcp/export"
 EXPORT_VERSION: Final = 1
 
 
-class ScopeExport(BaseModel):
+class ScopeExport(Model):
     """The memory of one agent of the exported user."""
 
     model_config = ConfigDict(extra="forbid")
@@ -25,7 +26,7 @@ class ScopeExport(BaseModel):
     pages: list[Page]
 
 
-class ExportDocument(BaseModel):
+class ExportDocument(Model):
     """Everything stored for a user (or one agent of a user), as one JSON document.
 
     What export_memory returns is exactly what import_memory accepts.

@@ -28,6 +28,7 @@ from pydantic.config import JsonDict
 from memory_mcp.base.clock import normalise_timestamp
 from memory_mcp.base.errors import InvalidInput
 from memory_mcp.base.ids import IDENTIFIER_RULE, validate_identifier
+from memory_mcp.base.model import Model
 from memory_mcp.models.stored import MAX_FACT_CHARS, FactCategory, HostFact, HostMemory, MemoryText, SectionName
 
 MAX_META_DATA_DEPTH = 32
@@ -103,7 +104,7 @@ ProjectPath = Annotated[
 Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 
 
-class ToolRequest(BaseModel):
+class ToolRequest(Model):
     """Shared rules: unknown fields are errors, and text must be storable (valid Unicode)."""
 
     model_config = ConfigDict(extra="forbid")

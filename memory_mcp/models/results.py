@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import Field, PrivateAttr
 
+from memory_mcp.base.model import Model
 from memory_mcp.models.stored import Fact, HistorySections, KnowledgeEntry, Page, UserSections
 
 ExtractionMode = Literal["server", "host", "off"]
@@ -17,18 +18,18 @@ class ScoredPage(Page):
     score: float
 
 
-class SkippedFact(BaseModel):
+class SkippedFact(Model):
     index: int = Field(description="Position in the facts that were sent.")
     content: str
     reason: Literal["duplicate", "below_threshold", "upload_mention", "over_max_facts"]
 
 
-class SupersededFact(BaseModel):
+class SupersededFact(Model):
     id: str = Field(description="The fact that no longer holds (kept as history).")
     superseded_by: str
 
 
-class StructuredUpdate(BaseModel):
+class StructuredUpdate(Model):
     """What the facts and profile sent with an exchange changed in structured memory."""
 
     facts_added: list[Fact]
@@ -37,7 +38,7 @@ class StructuredUpdate(BaseModel):
     sections_updated: list[str]
 
 
-class AddMemoryResult(BaseModel):
+class AddMemoryResult(Model):
     status: Literal["success"] = "success"
     message: str
     page_id: str
@@ -58,12 +59,12 @@ class ScoredKnowledge(KnowledgeEntry):
     score: float
 
 
-class ProfileSections(BaseModel):
+class ProfileSections(Model):
     user: UserSections
     history: HistorySections
 
 
-class RetrieveMemoryResult(BaseModel):
+class RetrieveMemoryResult(Model):
     status: Literal["success"] = "success"
     query: str
     user_id: str
@@ -86,7 +87,7 @@ class RetrieveMemoryResult(BaseModel):
         return self._shown_pages
 
 
-class UserProfileResult(BaseModel):
+class UserProfileResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -98,7 +99,7 @@ class UserProfileResult(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Why the profile is empty, when it is.")
 
 
-class FlushResult(BaseModel):
+class FlushResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -117,7 +118,7 @@ class FlushResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class FactsResult(BaseModel):
+class FactsResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -125,7 +126,7 @@ class FactsResult(BaseModel):
     total: int = Field(description="Facts matching the filters before `limit`.")
 
 
-class FactChangeResult(BaseModel):
+class FactChangeResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -134,7 +135,7 @@ class FactChangeResult(BaseModel):
     message: str
 
 
-class ForgetExchangeResult(BaseModel):
+class ForgetExchangeResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -142,7 +143,7 @@ class ForgetExchangeResult(BaseModel):
     message: str
 
 
-class ScrubResult(BaseModel):
+class ScrubResult(Model):
     status: Literal["success"] = "success"
     memories: int = Field(description="Memories looked through: users' own and their agents'.")
     exchanges: int = Field(description="Exchanges whose stored text held a secret or a private span.")
@@ -150,7 +151,7 @@ class ScrubResult(BaseModel):
     message: str
 
 
-class ForgetResult(BaseModel):
+class ForgetResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -159,7 +160,7 @@ class ForgetResult(BaseModel):
     message: str
 
 
-class ImportResult(BaseModel):
+class ImportResult(Model):
     status: Literal["success"] = "success"
     user_id: str
     agent_name: str | None
@@ -172,7 +173,7 @@ class ImportResult(BaseModel):
     message: str
 
 
-class UserSummary(BaseModel):
+class UserSummary(Model):
     user_id: str
     agents: list[str] = Field(default_factory=list)
     pages: int = 0
@@ -185,7 +186,7 @@ class UserSummary(BaseModel):
     problem: str | None = Field(None, description="Why this user's memory cannot be read (file and reason), if so.")
 
 
-class StatusResult(BaseModel):
+class StatusResult(Model):
     status: Literal["success"] = "success"
     version: str
     data_dir: str | None = Field(description="Where memory is kept; not shown to a caller authenticated by a token.")
@@ -208,7 +209,7 @@ class StatusResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class ScopeMigration(BaseModel):
+class ScopeMigration(Model):
     """One user's (or agent's) memory as it stands in both stores once verified."""
 
     user_id: str
@@ -218,7 +219,7 @@ class ScopeMigration(BaseModel):
     facts: int  # superseded ones included
 
 
-class MigrationReport(BaseModel):
+class MigrationReport(Model):
     """What `memory-mcp migrate` prints: every scope, and the totals a person checks first."""
 
     status: Literal["success"] = "success"

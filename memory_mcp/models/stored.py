@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
 
 from memory_mcp.base.clock import normalise_timestamp
+from memory_mcp.base.model import Model
 
 SCHEMA_VERSION = "1.0"
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
@@ -23,7 +24,7 @@ MAX_FACT_CHARS = 2000
 FACT_ID_PATTERN = r"^fact_[0-9a-f]{8}$"
 
 
-class Page(BaseModel):
+class Page(Model):
     """One exchange, stored verbatim: what the user said and what the agent answered."""
 
     page_id: str
@@ -49,7 +50,7 @@ FactText = Annotated[
 ]
 
 
-class ProposedFact(BaseModel):
+class ProposedFact(Model):
     """A fact someone proposes to remember (the host model, or the server's updater), before the
     rules decide whether it enters memory."""
 
@@ -80,7 +81,7 @@ class HostFact(ProposedFact):
     expiresAt: Expiry = Field(None, description="When it stops holding (ISO 8601).")
 
 
-class HostMemory(BaseModel):
+class HostMemory(Model):
     """What the host model learned from one exchange, stored with the exchange itself so that the
     page and what it taught are written as one record; applied to memory.json right after."""
 
@@ -105,7 +106,7 @@ def carries_host_memory(page: Page) -> bool:
     return isinstance(page, StoredPage) and page.host_memory is not None
 
 
-class Section(BaseModel):
+class Section(Model):
     """One profile section: a short summary the updater rewrites as it learns."""
 
     model_config = ConfigDict(extra="allow")
@@ -114,7 +115,7 @@ class Section(BaseModel):
     updatedAt: str = ""
 
 
-class UserSections(BaseModel):
+class UserSections(Model):
     model_config = ConfigDict(extra="allow")
 
     workContext: Section = Field(default_factory=Section)
@@ -122,7 +123,7 @@ class UserSections(BaseModel):
     topOfMind: Section = Field(default_factory=Section)
 
 
-class HistorySections(BaseModel):
+class HistorySections(Model):
     model_config = ConfigDict(extra="allow")
 
     recentMonths: Section = Field(default_factory=Section)
@@ -130,7 +131,7 @@ class HistorySections(BaseModel):
     longTermBackground: Section = Field(default_factory=Section)
 
 
-class Fact(BaseModel):
+class Fact(Model):
     """A discrete thing known about the user, with how sure we are of it."""
 
     model_config = ConfigDict(extra="allow")
@@ -160,7 +161,7 @@ class Fact(BaseModel):
         return self.createdAt <= moment and (self.validTo is None or moment < self.validTo) and not self.expired(moment)
 
 
-class KnowledgeEntry(BaseModel):
+class KnowledgeEntry(Model):
     """Something the assistant stated or did that it should stay consistent with."""
 
     model_config = ConfigDict(extra="allow")
@@ -172,7 +173,7 @@ class KnowledgeEntry(BaseModel):
     source: str = "unknown"
 
 
-class FailingBatch(BaseModel):
+class FailingBatch(Model):
     """A batch of a thread whose LLM replies could not be used, counted so that it is not retried for ever."""
 
     model_config = ConfigDict(extra="allow")
@@ -183,7 +184,7 @@ class FailingBatch(BaseModel):
     at: str = ""
 
 
-class SetAsideBatch(BaseModel):
+class SetAsideBatch(Model):
     """Exchanges the updater gave up on: still stored, searched and exported, but not analysed
     again until someone asks (flush_memory with retry_failed)."""
 
@@ -196,7 +197,7 @@ class SetAsideBatch(BaseModel):
     attempts: int = Field(1, ge=1)
 
 
-class AnalysisProgress(BaseModel):
+class AnalysisProgress(Model):
     """How far the updater has read the page log, so that a restart resumes instead of losing work.
 
     Page numbers are positions in the append-only log. A page is analysed when its number is below
@@ -228,7 +229,7 @@ class AnalysisProgress(BaseModel):
         return sum(len(batch.pageIds) for batch in self.setAside)
 
 
-class SessionState(BaseModel):
+class SessionState(Model):
     """What is kept about one mid-term session (a thread, or a day of thread-less exchanges).
 
     Its size is not stored: it is counted from the page log. `counted` is the size at the last
@@ -245,7 +246,7 @@ class SessionState(BaseModel):
     keywords: list[str] = Field(default_factory=list)
 
 
-class MemoryDocument(BaseModel):
+class MemoryDocument(Model):
     """memory.json: the structured memory of one user (or one user's agent).
 
     Unknown fields are kept as they are, so a newer writer's additions survive an older reader.

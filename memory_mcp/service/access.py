@@ -17,11 +17,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from memory_mcp.base.clock import utc_now
 from memory_mcp.base.errors import InvalidInput, NotFound, StorageError
 from memory_mcp.base.ids import validate_identifier
+from memory_mcp.base.model import Model
 from memory_mcp.store.durable import FileLock, atomic_write, ensure_directory, read_bytes
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 TOKEN_PREFIX = "mm_"
 
 
-class TokenRecord(BaseModel):
+class TokenRecord(Model):
     """One issued token as stored: never the token itself, only its hash."""
 
     model_config = ConfigDict(extra="forbid")
@@ -41,7 +42,7 @@ class TokenRecord(BaseModel):
     created: str
 
 
-class TokenFile(BaseModel):
+class TokenFile(Model):
     model_config = ConfigDict(extra="forbid")
 
     format: str = "memory-mcp/tokens"
@@ -49,7 +50,7 @@ class TokenFile(BaseModel):
     tokens: list[TokenRecord] = Field(default_factory=list)
 
 
-class IssuedToken(BaseModel):
+class IssuedToken(Model):
     """What `issue` hands back: the only time the token itself is ever shown."""
 
     token: str

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context
 from memory_mcp.models import Page
 from memory_mcp.portability.claude_code_transcript import session_exchanges
@@ -19,7 +20,7 @@ MAX_HOOK_OUTPUT_CHARS = 10_000
 EVENT_NAMES: dict[HookEvent, str] = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Claude Code sends a command hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")

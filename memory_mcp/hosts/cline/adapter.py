@@ -16,8 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import HookEvent, HostEvent, one_exchange
 from memory_mcp.models import Page
 
@@ -26,14 +27,14 @@ from memory_mcp.models import Page
 MAX_CONTEXT_CHARS = 10_000
 
 
-class TaskMetadata(BaseModel):
+class TaskMetadata(Model):
     model_config = ConfigDict(extra="ignore")
 
     result: str | None = None
     initialTask: str | None = None  # noqa: N815 (Cline's name)
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Cline sends a hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from memory_mcp.base.json_lines import json_lines
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context, one_exchange
 from memory_mcp.models import Page
 
@@ -27,7 +28,7 @@ EVENT_NAMES: dict[HookEvent, str] = {"session-start": "SessionStart", "prompt": 
 ROLLOUT_PREFIX = "rollout-"  # $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Codex sends a command hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")

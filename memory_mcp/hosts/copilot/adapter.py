@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, ConfigDict, Field
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.copilot.session_log import logged_exchanges
 from memory_mcp.hosts.events import HookEvent, HostEvent
 from memory_mcp.models import Page
@@ -33,7 +34,7 @@ def either(name: str, camel: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(name, camel))
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Copilot CLI (or VS Code) sends a command hook on stdin, in either shape (the fields
     used here; others are ignored)."""
 

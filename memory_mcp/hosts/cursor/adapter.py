@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import HookEvent, HostEvent, one_exchange
 from memory_mcp.models import Page
 
@@ -27,7 +28,7 @@ MAX_CONTEXT_CHARS = 10_000
 EVENTS = {"sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop", "sessionEnd"}
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Cursor sends a command hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")

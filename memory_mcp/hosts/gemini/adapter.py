@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import CONTEXT_EVENTS, HookEvent, HostEvent, additional_context, one_exchange
 from memory_mcp.models import Page
 
@@ -34,7 +35,7 @@ LEADING_HOOK_CONTEXT = re.compile(r"\A(?:\s*<hook_context>.*?</hook_context>)+\s
 NO_REPLY = "[no response text]"
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Gemini CLI sends a command hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")

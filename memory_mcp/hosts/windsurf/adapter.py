@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memory_mcp.base.model import Model
 from memory_mcp.hosts.events import HookEvent, HostEvent, one_exchange
 from memory_mcp.models import Page
 
 
-class HookInput(BaseModel):
+class HookInput(Model):
     """What Cascade sends a command hook on stdin (the fields used here; others are ignored)."""
 
     model_config = ConfigDict(extra="ignore")
