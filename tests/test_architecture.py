@@ -20,7 +20,7 @@ from project import PROJECT_ROOT as ROOT
 
 # Each layer is one package, bottom to top; a module imports from its own package or a lower one.
 LAYERS: dict[str, str] = {
-    "base": "errors, ids, the clock, settings, the environment, shared phrases, projects",
+    "base": "errors, ids, the clock, settings, the environment, shared phrases, projects, the model base",
     "models": "pydantic models at every boundary: stored, requests, results, export",
     "store": "the storage protocol, durable files, page columns; files/ and postgres/ backends",
     "memory": "rules every change obeys: facts, proposals, progress, sessions, signals, redaction",
@@ -100,6 +100,20 @@ def test_outside_libraries_are_used_where_they_belong() -> None:
             if library in ONLY_IN and where not in ONLY_IN[library]:
                 misplaced.append(f"{where} imports {module}")
     assert misplaced == []
+
+
+def test_every_model_is_built_on_first_use() -> None:
+    """A model deriving pydantic's BaseModel itself would build its validator at import, which
+    every cold hook pays for: they derive base.model.Model."""
+    direct = [
+        f"{path.relative_to(PACKAGE).as_posix()}: {node.name}"
+        for path in SOURCES
+        if path != PACKAGE / "base" / "model.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(base, ast.Name) and base.id == "BaseModel" for base in node.bases)
+    ]
+    assert direct == []
 
 
 def test_the_console_renders_results_and_nothing_else() -> None:
