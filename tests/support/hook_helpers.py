@@ -48,9 +48,11 @@ def helper_processes(home: Path) -> list[int]:
 
 # The command as Claude Code runs it, telling on stderr's last line whether the package's heavy
 # parts were loaded: "light" means the hook helper gave the answer.
+# The command line as the console script runs it, but given its arguments: main() then returns
+# (a hook's process run as `memory-mcp` ends at once) and the modules it loaded can be told.
 _LAUNCH = (
     "import sys, memory_mcp.cli.entry as launch\n"
-    "code = launch.main()\n"
+    "code = launch.main(sys.argv[1:])\n"
     "print('\\n' + ('heavy' if 'pydantic' in sys.modules else 'light'), file=sys.stderr)\n"
     "raise SystemExit(code)"
 )
