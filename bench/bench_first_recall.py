@@ -19,7 +19,12 @@ process had retrieved. Per size, over fresh data (JSON files, or a PostgreSQL sc
 Targets: first retrieve <= 300 ms at 30k and <= 1 s at 100k, VmRSS after it <= 200 MB at 30k;
 the same for the prompt hook's first answer.
 
+The history is bench_store's generated text (a few thousand distinct words), or with
+--conversations FILE real conversations: LongMemEval's haystack sessions (each once, in the order
+the file gives them; the dev split holds ~23,000 exchanges), whose vocabulary is ten times larger.
+
 Usage:  .venv/bin/python bench/bench_first_recall.py [--sizes 30000,100000] [--backend json|postgres]
+            [--conversations ../shared/data/longmemeval/longmemeval-s-dev.json.gz --sizes 20000]
 Always exits 0 (a report, not a test), except 2 for misuse.
 """
 
@@ -49,12 +54,40 @@ TARGET_FIRST_MS = {30_000: 300, 100_000: 1_000}
 TARGET_RSS_MB = {30_000: 200}
 
 
-def write_history(settings, size: int) -> dict:
+def history(size: int, conversations: Path | None) -> list:
+    """The `size` exchanges of the history: generated text, or the conversations' first."""
+    if conversations is None:
+        return generated_pages(size)
+    from bench.longmemeval_recall import load_questions
+    from memory_mcp.base.ids import new_id
+    from memory_mcp.models import Page
+
+    pages, seen = [], set()
+    for question in load_questions(conversations):
+        for exchange in question.exchanges:
+            if (exchange.session, exchange.user_input, exchange.agent_response) in seen:
+                continue  # a session shared by several questions' haystacks is stored once
+            seen.add((exchange.session, exchange.user_input, exchange.agent_response))
+            pages.append(
+                Page(
+                    page_id=new_id("page"),
+                    user_input=exchange.user_input,
+                    agent_response=exchange.agent_response,
+                    timestamp=exchange.timestamp.replace(" ", "T") + "Z",
+                    thread_id=exchange.session,
+                )
+            )
+    if len(pages) < size:
+        raise SystemExit(f"{conversations} holds {len(pages):,} exchanges, fewer than {size:,}")
+    return pages[:size]
+
+
+def write_history(settings, size: int, conversations: Path | None) -> dict:
     """The first size - WRITER_ADDS exchanges, straight to the store, 2,000 at a time."""
     from memory_mcp.store import Scope, open_store
 
     store = open_store(settings)
-    pages = generated_pages(size)[: size - WRITER_ADDS]
+    pages = history(size, conversations)[: size - WRITER_ADDS]
     for start in range(0, len(pages), 2_000):
         store.append_pages(Scope(USER_ID), pages[start : start + 2_000])
     store.bulk_loaded()  # as a migration or an import does (else PostgreSQL plans without statistics)
@@ -62,14 +95,14 @@ def write_history(settings, size: int) -> dict:
     return {"exchanges": len(pages)}
 
 
-def writer(settings, size: int) -> dict:
+def writer(settings, size: int, conversations: Path | None) -> dict:
     """A process that adds the last WRITER_ADDS exchanges and closes without ever retrieving."""
     from memory_mcp.models import AddMemoryRequest
     from memory_mcp.service.memory_service import MemoryService
 
     service = MemoryService(settings)
     took = []
-    for page in generated_pages(size)[size - WRITER_ADDS :]:
+    for page in history(size, conversations)[size - WRITER_ADDS :]:
         started = time.perf_counter()
         service.add_memory(
             AddMemoryRequest.build(
@@ -89,7 +122,7 @@ def writer(settings, size: int) -> dict:
     }
 
 
-def remove_index(settings) -> dict:
+def remove_index(settings, size: int, conversations: Path | None) -> dict:
     from memory_mcp.store import Scope, open_store
 
     store = open_store(settings)
@@ -99,14 +132,19 @@ def remove_index(settings) -> dict:
     return {}
 
 
-PHASES = {"history": write_history, "writer": writer, "probe": lambda settings, size: restart_probe(settings)}
-PHASES["remove-index"] = lambda settings, size: remove_index(settings)
+PHASES = {
+    "history": write_history,
+    "writer": writer,
+    "probe": lambda settings, size, conversations: restart_probe(settings),
+    "remove-index": remove_index,
+}
 
 
-def in_fresh_process(phase: str, size: int, data_root: Path, schema: str | None, backend: str) -> dict:
+def in_fresh_process(phase: str, size: int, data_root: Path, schema: str | None, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--phase", phase, "--sizes", str(size), "--data-dir", str(data_root)]
-    command += ["--backend", backend]
+    command += ["--backend", args.backend]
     command += ["--worker-schema", schema] if schema else []
+    command += ["--conversations", str(args.conversations)] if args.conversations else []
     completed = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
     if completed.returncode or not lines:
@@ -145,14 +183,14 @@ def run_size(size: int, args: argparse.Namespace) -> dict:
     try:
         print(f"{size:,} exchanges: writing the history ...", file=sys.stderr, flush=True)
         settings = settings_for(args.backend, data_root, args.dsn, schema)
-        asked = generated_pages(size)[size // 2].user_input  # an exchange of the history's middle
+        asked = history(size, args.conversations)[size // 2].user_input[:300]  # said in the history's middle
         floor = [prompt_hook_ms(data_root, settings, asked, expect_memory=False) for _ in range(args.restarts)]
-        in_fresh_process("history", size, data_root, schema, args.backend)
-        written = in_fresh_process("writer", size, data_root, schema, args.backend)
-        restarts = [in_fresh_process("probe", size, data_root, schema, args.backend) for _ in range(args.restarts)]
+        in_fresh_process("history", size, data_root, schema, args)
+        written = in_fresh_process("writer", size, data_root, schema, args)
+        restarts = [in_fresh_process("probe", size, data_root, schema, args) for _ in range(args.restarts)]
         prompts = [prompt_hook_ms(data_root, settings, asked) for _ in range(args.restarts)]
-        in_fresh_process("remove-index", size, data_root, schema, args.backend)
-        without = in_fresh_process("probe", size, data_root, schema, args.backend)
+        in_fresh_process("remove-index", size, data_root, schema, args)
+        without = in_fresh_process("probe", size, data_root, schema, args)
         return {
             "size": size,
             "writer": written,
@@ -201,9 +239,13 @@ def report(args: argparse.Namespace) -> None:
     )
     print(f"backend: {args.backend}; best of {args.restarts} fresh processes\n{table}")
     if not args.no_results:
+        suffix = ("" if args.backend == "json" else f"-{args.backend}") + (
+            "-conversations" if args.conversations else ""
+        )
+        text = "LongMemEval's conversations" if args.conversations else "generated text"
         write(
-            f"bench_first_recall{'' if args.backend == 'json' else '-' + args.backend}",
-            f"First recall after a restart, history written without retrieving ({args.backend})",
+            f"bench_first_recall{suffix}",
+            f"First recall after a restart, history written without retrieving ({args.backend}, {text})",
             table,
             "A writer process added the last 1,000 exchanges with add_memory and closed without retrieving; "
             "the rest were written straight to the store. 'Without a saved index' removes it and times the "
@@ -217,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="json")
     parser.add_argument("--dsn", default=default_dsn())
     parser.add_argument("--restarts", type=int, default=2)
+    parser.add_argument("--conversations", type=Path, help="a LongMemEval file: its sessions are the history")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker-schema", help=argparse.SUPPRESS)
@@ -227,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--backend postgres needs --dsn or $MEMORY_MCP_DSN")
     if args.phase:
         settings = settings_for(args.backend, args.data_dir, args.dsn, args.worker_schema)
-        print(json.dumps(PHASES[args.phase](settings, args.sizes[0])), flush=True)
+        print(json.dumps(PHASES[args.phase](settings, args.sizes[0], args.conversations)), flush=True)
         return 0
     return report_only(report, args)
 
