@@ -408,6 +408,20 @@ def test_pages_added_after_a_bulk_build_lend_their_neighbours_text_as_usual() ->
     assert bulk.search(first_later_in_a, 50) == expected.search(first_later_in_a, 50)
 
 
+def test_an_index_of_pages_without_a_word_is_built_restored_and_grown() -> None:
+    """Punctuation alone makes no term: built in one pass, then restored from its state as a
+    restart does, the index still takes the next pages and ranks as one built page by page."""
+    pages = [("?!", "t"), ("...", "u")] * (BULK_BUILD_MIN_DOCUMENTS // 2)
+    later = [("We lint with ruff", "t"), ("ruff again", "t")]
+    bulk = LexicalIndex()
+    bulk.extend(pages)
+    assert bulk.search("ruff", 5) == []
+
+    restored = LexicalIndex.from_state(bulk.state())
+    restored.extend(later)
+    assert restored.search("ruff", 5) == one_by_one(pages + later).search("ruff", 5) != []
+
+
 def test_queries_without_accents_or_with_emoji_find_their_pages() -> None:
     index = build("We had crème brûlée in Zürich", "Dinner at the harbour", "Learning 🎸 on Sundays")
     assert index.search("creme brulee in Zurich", limit=3)[0][0] == 0

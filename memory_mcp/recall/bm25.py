@@ -273,7 +273,7 @@ class LexicalIndex:
         owned = weights >= OWN_MARK
         pairs[:, 1] = np.where(owned, weights - OWN_MARK, -weights)
         del weights, owned
-        self._postings = _Postings(terms, starts.astype(np.int64), pairs)  # views: no copy
+        self._postings = _Postings(terms, starts.astype(np.int64), pairs.ravel())  # views: no copy
         del pairs
         # Each thread's newest page, with its place in each of its terms' postings (sorted by
         # document here), so that the next page `add`s to the thread can lend it terms.
