@@ -67,7 +67,7 @@ class _ThreadTable(Mapping[str, tuple[int, dict[str, int], dict[str, int]]]):
         self._number = {name: number for number, name in enumerate(names)}
         self._terms = terms
         # Views, not copies: the index keeps the snapshot's postings where they are, and with them the
-        # whole snapshot (copies of these arrays were a second 2-10 MB at 30,000 exchanges).
+        # whole snapshot (copies of these arrays held a second 2-10 MB at 20,000-30,000 exchanges).
         self._documents, self._count_ends, self._slot_ends = (part.cast("q") for part in arrays[:3])
         self._counted, self._counts, self._slotted, self._slots = (part.cast("i") for part in arrays[3:])
 
@@ -160,8 +160,8 @@ def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
 
 
 def opened(data: bytes) -> Opened:
-    """A snapshot's header and parts once its checksum holds, else UnusableSnapshot: the part of
-    `decode` that needs no pages (a read ahead does it on its own thread, off a first retrieve's path)."""
+    """A snapshot's header and parts once its checksum holds, else UnusableSnapshot: what can be
+    checked without the pages (a read ahead does it on its own thread, off a first retrieve's path)."""
     try:
         return unframed(data, MAGIC)
     except ValueError as exc:
@@ -169,7 +169,8 @@ def opened(data: bytes) -> Opened:
 
 
 def restored(snapshot: Opened, pages: Sequence[Page]) -> LexicalIndex:
-    """The index an `opened` snapshot holds, if it may be used with the log's `pages` now."""
+    """The index an `opened` snapshot holds, if it may be used with the log's `pages` now; else
+    UnusableSnapshot saying why."""
     header, body = snapshot
     if header.get("format") != FORMAT or header.get("neighbour_weight") != NEIGHBOUR_WEIGHT:
         raise UnusableSnapshot(f"of another format ({header.get('format')})")
@@ -239,14 +240,14 @@ class SnapshotKeeper:
         import numpy  # noqa: F401  # what decode needs, loaded while a snapshot read ahead arrives
 
         try:
-            if ahead is not None:
-                snapshot = ahead.result()
-            else:
+            if ahead is None:
                 data = self.store.read_index_snapshot(scope)
-                snapshot = None if data is None else opened(data)
-            if snapshot is None:
+                index = None if data is None else decode(data, page_log.pages)
+            else:
+                snapshot = ahead.result()
+                index = None if snapshot is None else restored(snapshot, page_log.pages)
+            if index is None:
                 return LexicalIndex()
-            index = restored(snapshot, page_log.pages)
         except (ValueError, KeyError, TypeError, struct.error) as exc:  # UnusableSnapshot, or parts not ours
             log.info("the saved word index of %s is not used: %s; it is built again", scope.describe(), exc)
             return LexicalIndex()
