@@ -144,7 +144,7 @@ def in_fresh_process(phase: str, size: int, data_root: Path, schema: str | None,
     command = [sys.executable, __file__, "--phase", phase, "--sizes", str(size), "--data-dir", str(data_root)]
     command += ["--backend", args.backend]
     command += ["--worker-schema", schema] if schema else []
-    command += ["--conversations", str(args.conversations)] if args.conversations else []
+    command += ["--conversations", str(args.conversations.resolve())] if args.conversations else []
     completed = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
     if completed.returncode or not lines:
