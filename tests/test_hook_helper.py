@@ -119,8 +119,26 @@ def test_each_request_is_read_with_its_own_flags_environment_and_folder(
     assert by_helper and theirs.stdout == "" and "Polars" in default.stdout, "--config read from the requester's folder"
 
 
+def test_a_helper_idle_past_its_memory_still_answers_as_the_hook_would_then_exits(
+    home: Path, remembered: Transcript
+) -> None:
+    """Idle for hook_helper_idle_minutes, the helper lets go of the memory it loaded; a prompt
+    during hook_helper_linger_minutes after that is still answered by it, reading memory anew."""
+    settings = {"hook_helper_idle_minutes": 0.02, "hook_helper_linger_minutes": 0.25}
+    (home / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    first, _ = prompt_hook(home, asked(remembered, QUESTION))
+    helper_ready(home)
+    time.sleep(3)  # past the 1.2 s after which it lets go, well within the 15 s it lingers
+
+    again, by_helper = prompt_hook(home, asked(remembered, QUESTION))
+    assert (again.code, again.stdout, again.stderr, by_helper) == (0, first.stdout, "", True)
+    assert "Polars" in again.stdout
+    wait_until(lambda: not helper_processes(home), timeout=60, what="the lingering helper to exit")
+
+
 def test_an_idle_helper_exits_and_so_does_one_whose_socket_is_removed(home: Path, remembered: Transcript) -> None:
-    (home / "config.json").write_text(json.dumps({"hook_helper_idle_minutes": 0.05}), encoding="utf-8")
+    settings = {"hook_helper_idle_minutes": 0.05, "hook_helper_linger_minutes": 0}
+    (home / "config.json").write_text(json.dumps(settings), encoding="utf-8")
     prompt_hook(home, asked(remembered, QUESTION))
     helper_ready(home)
     wait_until(lambda: not helper_processes(home), timeout=60, what="the idle helper to exit")

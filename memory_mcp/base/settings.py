@@ -294,8 +294,17 @@ class Settings(Model):
         10,
         ge=0,
         le=1440,
-        description="How long the helper a Claude Code prompt hook leaves behind waits for the next prompt "
-        "before it exits (it answers in tens of milliseconds; 0: none, each prompt hook reads memory anew).",
+        description="How long the helper a Claude Code prompt hook leaves behind keeps memory loaded while it "
+        "waits for the next prompt (it answers in tens of milliseconds; 0: no helper, each prompt hook reads "
+        "memory anew).",
+    )
+    hook_helper_linger_minutes: float = Field(
+        60,
+        ge=0,
+        le=1440,
+        description="How much longer an idle helper waits for a prompt, having let go of the memory it held "
+        "(about 90 MB stay: Python, numpy, the token encoding), before it exits: its next answer reads memory "
+        "anew in a fraction of a second, where a new process takes over half a second (0: it exits when idle).",
     )
     shared_process_idle_minutes: float = Field(
         0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import gc
 import io
 import json
 import os
@@ -79,7 +80,8 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
             service.close()
         if args.hook_event in HELPED_HOOKS and leave_helper:
             first = {"argv": arguments, "stdin": stdin, "cwd": cwd, "environ": environ}
-            keep_helper(HELPER_COMMAND, helper_socket(environ), settings.hook_helper_idle_minutes * 60, first)
+            idle, linger = settings.hook_helper_idle_minutes * 60, settings.hook_helper_linger_minutes * 60
+            keep_helper(HELPER_COMMAND, helper_socket(environ), idle, linger, first)
         if stored is not None and stored[0].pages_added:
             result, newest_page = stored  # the result names the scope the pages went to
             if service.extraction_on:
@@ -176,6 +178,13 @@ class _HookHelper:
     def close(self) -> None:
         for service in self._services.values():
             service.close()
+
+    def let_go(self) -> None:
+        """Close the services, and with them the memory they loaded: what reading it again needs
+        (the modules, numpy, the token encoding) stays loaded in the process."""
+        self.close()
+        self._services = {}
+        gc.collect()
 
     def _service(self, settings: Settings) -> MemoryService:
         key = settings.model_dump_json()

@@ -6,8 +6,11 @@ A hook that found no helper starts one after it has answered: a new Python proce
 (`python -m memory_mcp.cli.hook_command`), never a fork of the hook, which may have run the embedding
 model (its threads do not survive a fork, and a forked helper would wait on their locks for
 ever); the helper loads whatever it needs itself. It is told its work on stdin (what to load
-first), listens where `hook_relay` looks, answers one request at a time, and exits once idle for
-`hook_helper_idle_minutes`, as soon as its socket is removed, or when the package's code changes
+first), listens where `hook_relay` looks, and answers one request at a time. Idle for
+`hook_helper_idle_minutes`, it lets go of the memory it loaded but keeps what loading it again needs
+(Python, numpy, the token encoding): a request then costs one read of memory, a fraction of a second,
+not a new process's imports and loads. It exits once idle for `hook_helper_linger_minutes` more, as
+soon as its socket is removed, or when the package's code changes
 under it (an upgrade, an edit): a request it then leaves unanswered is answered by the hook
 itself, which starts a helper on the new code. A lock file held for its life keeps it the only
 one per data home and installation: of two hooks starting one at once, one stands down. It reads
@@ -48,10 +51,15 @@ class HelperWork(Protocol):
 
     def answer(self, request: Any) -> Any: ...
 
+    def let_go(self) -> None:
+        """Release the memory loaded for requests; the next request loads it again."""
+
     def close(self) -> None: ...
 
 
-def keep_helper(command: list[str], socket_path: Path, idle_seconds: float, first_request: dict[str, Any]) -> None:
+def keep_helper(
+    command: list[str], socket_path: Path, idle_seconds: float, linger_seconds: float, first_request: dict[str, Any]
+) -> None:
     """Leave a helper listening at `socket_path` unless one already is; return at once. `command`
     starts it (a module that calls `serve_told`); it warms up on `first_request` (a hook's argv,
     environ and cwd, as hooks ask it)."""
@@ -61,7 +69,7 @@ def keep_helper(command: list[str], socket_path: Path, idle_seconds: float, firs
     ensure_directory(folder)
     if is_private_folder(folder):  # else nothing listening there could be trusted: no helper
         spawn_detached(
-            [*command, str(socket_path), str(idle_seconds)],
+            [*command, str(socket_path), str(idle_seconds), str(linger_seconds)],
             {"warm_up": first_request},
             first_request["cwd"],
             first_request["environ"],
@@ -89,10 +97,10 @@ def spawn_detached(command: list[str], told: Any, cwd: str, environ: Mapping[str
 
 
 def serve_told(argv: list[str], work_for: Callable[[dict[str, Any]], HelperWork]) -> int:
-    """The helper process: `SOCKET IDLE_SECONDS` on its command line, told {"warm_up": request} on
-    stdin; `work_for` makes its work from that first request."""
-    socket_path, idle_seconds = Path(argv[0]), float(argv[1])
-    _serve(socket_path, idle_seconds, work_for(told_on_stdin()["warm_up"]))
+    """The helper process: `SOCKET IDLE_SECONDS LINGER_SECONDS` on its command line, told
+    {"warm_up": request} on stdin; `work_for` makes its work from that first request."""
+    socket_path, idle_seconds, linger_seconds = Path(argv[0]), float(argv[1]), float(argv[2])
+    _serve(socket_path, Idleness(idle_seconds, linger_seconds), work_for(told_on_stdin()["warm_up"]))
     return 0
 
 
@@ -104,7 +112,7 @@ def told_on_stdin() -> Any:
     return told
 
 
-def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
+def _serve(socket_path: Path, idleness: Idleness, work: HelperWork) -> None:
     folder = socket_path.parent
     ensure_directory(folder)
     if not is_private_folder(folder):
@@ -125,7 +133,7 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
             ours = socket_path.stat().st_ino
             try:
                 work.warm_up()
-                unanswered = _answer_until_idle(listener, socket_path, ours, idle_seconds, work, code)
+                unanswered = answer_until_idle(listener, socket_path, ours, idleness, work, code)
             finally:
                 if inode_of(socket_path) == ours:
                     socket_path.unlink(missing_ok=True)
@@ -136,18 +144,43 @@ def _serve(socket_path: Path, idle_seconds: float, work: HelperWork) -> None:
             unanswered.close()  # only now: its hook starts the next helper, which needs the lock
 
 
-def _answer_until_idle(
-    listener: socket.socket, socket_path: Path, ours: int, idle_seconds: float, work: HelperWork, code: int
+class Idleness:
+    """When an idle helper lets go of its memory, and when it exits, in seconds since the last
+    request (by `clock`)."""
+
+    def __init__(self, let_go_after: float, linger: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.let_go_after, self.linger, self.clock = let_go_after, linger, clock
+        self.last_request = clock()
+        self.holding = True
+
+    def requested(self) -> None:
+        self.last_request, self.holding = self.clock(), True
+
+    def time_to_let_go(self) -> bool:
+        """True once per idle spell, when memory is to be let go."""
+        if self.holding and self.clock() - self.last_request >= self.let_go_after:
+            self.holding = False
+            return True
+        return False
+
+    def time_to_exit(self) -> bool:
+        return self.clock() - self.last_request >= self.let_go_after + self.linger
+
+
+def answer_until_idle(
+    listener: socket.socket, socket_path: Path, ours: int, idleness: Idleness, work: HelperWork, code: int
 ) -> socket.socket | None:
     """Answer requests until idle or the socket is gone; return the request left unanswered
     because the code changed since `code` was read, if one was."""
-    last_request = time.monotonic()
+    idleness.requested()
     while inode_of(socket_path) == ours:
         try:
             connection, _ = listener.accept()
         except TimeoutError:
-            if time.monotonic() - last_request >= idle_seconds:
+            if idleness.time_to_exit():
                 return None
+            if idleness.time_to_let_go():
+                work.let_go()
             continue
         if code_stamp() != code:
             return connection
@@ -157,5 +190,5 @@ def _answer_until_idle(
                 send_message(connection, work.answer(receive_message(connection)))
             except (OSError, ValueError, EOFError):
                 pass  # a client that went away or sent garbage: the next one is served all the same
-        last_request = time.monotonic()
+        idleness.requested()
     return None
