@@ -303,8 +303,9 @@ class Settings(Model):
         ge=0,
         le=1440,
         description="How much longer an idle helper waits for a prompt, having let go of the memory it held "
-        "(about 90 MB stay: Python, numpy, the token encoding), before it exits: its next answer reads memory "
-        "anew in a fraction of a second, where a new process takes over half a second (0: it exits when idle).",
+        "(the process keeps 110-130 MB: Python, numpy, the token encoding), before it exits: its next answer "
+        "reads memory anew in a fraction of a second, where a new process takes over half a second (0: it exits "
+        "when idle).",
     )
     shared_process_idle_minutes: float = Field(
         0,

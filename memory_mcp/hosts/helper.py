@@ -20,6 +20,7 @@ server does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -181,6 +182,7 @@ def answer_until_idle(
                 return None
             if idleness.time_to_let_go():
                 work.let_go()
+                _return_freed_memory()
             continue
         if code_stamp() != code:
             return connection
@@ -192,3 +194,13 @@ def answer_until_idle(
                 pass  # a client that went away or sent garbage: the next one is served all the same
         idleness.requested()
     return None
+
+
+def _return_freed_memory() -> None:
+    """Hand what `let_go` freed back to the system: glibc keeps freed memory for reuse, and
+    malloc_trim returns it (after three loads of 30,000 exchanges, let go: 131 MB resident, not
+    150). With another C library nothing happens."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # no glibc here
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -354,6 +354,8 @@ REVIEWED_IMPORTS = {
     "hosts/helper.py import subprocess": "spawn_detached: starts this installation's own Python (sys.executable -m "
     "memory_mcp.<module>) with a list of arguments, never a shell; a new process, since a fork of a hook that "
     "ran the embedding model hangs",
+    "hosts/helper.py import ctypes": "_return_freed_memory: calls glibc's malloc_trim(0) by name, with one integer "
+    "and no pointer, after an idle helper let go of its memory; nothing else of the C library is touched",
     "cli/stdio_relay.py import subprocess": "Launcher._start: starts this installation's own Python (sys.executable "
     "-m memory_mcp.mcp.daemon SOCKET [CONFIG]) with a list of arguments, never a shell; its exit status says "
     "whether it serves, so the handle is kept (spawn_detached lets it go)",
