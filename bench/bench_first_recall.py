@@ -169,19 +169,25 @@ def lingering_prompt_ms(data_root: Path, settings, prompt: str) -> float:
     leaves the helper, which lets go of the memory it loaded once idle (here after 1.2 s, not the
     default 10 minutes); the next hook, of a new session, is timed. The helper is then ended."""
     from memory_mcp.hosts.relay import helper_socket
+    from memory_mcp.store.durable import FileLock
 
     update = {"hook_helper_idle_minutes": HELPER_LET_GO_SECONDS / 60, "hook_helper_linger_minutes": 10}
     (data_root / "config.json").write_text(settings.model_copy(update=update).model_dump_json(), encoding="utf-8")
     socket_path = helper_socket({"MEMORY_MCP_HOME": str(data_root)})
     _timed_hook(data_root, prompt, expect_memory=True)
     deadline = time.monotonic() + 60
-    while not socket_path.exists() and time.monotonic() < deadline:
+    while not socket_path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the prompt hook left no helper")
         time.sleep(0.1)
     time.sleep(3 * HELPER_LET_GO_SECONDS)  # idle past the let-go: it holds no memory now
     try:
         return _timed_hook(data_root, prompt, expect_memory=True)
     finally:
         socket_path.unlink(missing_ok=True)  # the helper exits within a second of its socket going
+        gone = FileLock(socket_path.with_suffix(".lock"))  # held for the helper's life
+        gone.acquire(timeout=60)  # else the next hook would find it still there and start none
+        gone.release()
 
 
 def _timed_hook(data_root: Path, prompt: str, expect_memory: bool) -> float:
