@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import gc
 import io
 import json
 import os
@@ -184,7 +183,6 @@ class _HookHelper:
         (the modules, numpy, the token encoding) stays loaded in the process."""
         self.close()
         self._services = {}
-        gc.collect()
 
     def _service(self, settings: Settings) -> MemoryService:
         key = settings.model_dump_json()
