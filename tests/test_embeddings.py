@@ -32,7 +32,7 @@ from memory_mcp.models import (
     SearchFactsRequest,
 )
 from memory_mcp.recall.embedders import stored_model
-from memory_mcp.recall.vectors import VectorTable, fact_vector_model, quantised
+from memory_mcp.recall.vectors import NEIGHBOUR_SHARE, VectorTable, fact_vector_model, quantised
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
@@ -324,18 +324,29 @@ def unit(*components: float) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def similarities_of(data_dir: Path, parts: list[list[np.ndarray]], query: np.ndarray) -> list[float]:
-    """What VectorTable makes of pages stored with these (exchange, said, answered) vectors."""
+def table_of(data_dir: Path, parts: list[list[np.ndarray]], threads: list[str] | None = None) -> VectorTable:
+    """A VectorTable over pages stored with these (exchange, said, answered) vectors, in these threads."""
     store = JsonStore(data_dir)
     pages = [
-        Page(page_id=f"p{n}", user_input="-", agent_response="-", timestamp="2024-05-01T00:00:00Z")
+        Page(
+            page_id=f"p{n}",
+            user_input="-",
+            agent_response="-",
+            timestamp="2024-05-01T00:00:00Z",
+            thread_id=threads[n] if threads else None,
+        )
         for n in range(len(parts))
     ]
     store.append_pages(Scope("alice"), pages)
     store.append_vectors(Scope("alice"), quantised([p.page_id for p in pages], [np.concatenate(p) for p in parts], "m"))
     table = VectorTable("m")
     table.catch_up(store, Scope("alice"), pages)
-    similarities, has_vector = table.similarities(query, len(pages))
+    return table
+
+
+def similarities_of(data_dir: Path, parts: list[list[np.ndarray]], query: np.ndarray) -> list[float]:
+    """What VectorTable makes of pages stored with these (exchange, said, answered) vectors."""
+    similarities, has_vector = table_of(data_dir, parts).similarities(query, len(parts))
     assert has_vector.all()
     return [float(value) for value in similarities]
 
@@ -362,3 +373,22 @@ def test_a_page_whose_one_side_answers_the_question_is_lifted(data_dir: Path) ->
     similarities = similarities_of(data_dir, [one_side, blurred, *fillers], query)
 
     assert similarities[0] > similarities[1]
+
+
+def test_a_page_next_to_one_about_the_question_in_its_own_thread_is_ranked_higher(data_dir: Path) -> None:
+    query = unit(1, 0, 0, 0, 0, 0)
+    about = [unit(1, 0.1, 0, 0, 0, 0)] * 3  # "Which greyhound?"
+    middling = [unit(1, 1, 0, 0, 0, 0)] * 3  # "The one from the shelter": as near as the other
+    filler = [unit(0, 0, 0, 0, 1, 0)] * 3
+    # Log order interleaves two conversations: page 2 follows page 0 in thread "a"; page 3 follows
+    # page 1 in thread "b", and sits beside pages 2 and 4 of other threads only in the log.
+    parts = [about, filler, middling, middling, about, *[filler] * 10]
+    threads = ["a", "b", "a", "b", "c", *["d"] * 10]
+    table = table_of(data_dir, parts, threads)
+
+    similarities, has_vector = table.similarities(query, len(parts))
+    ranked_by = table.with_neighbours(similarities, has_vector)
+
+    assert similarities[2] == similarities[3], "by themselves the two pages are as near"
+    assert ranked_by[2] > ranked_by[3], "the page whose thread talks of the question around it comes first"
+    assert ranked_by[1] == pytest.approx(similarities[1] + NEIGHBOUR_SHARE * similarities[3]), "of its own thread"

@@ -241,11 +241,13 @@ class PageRecall:
     ) -> tuple[Any, Any]:
         """The word scores fused with the pages' similarity to the query, and those similarities
         (0 where a page has no vector yet) (held: cache.lock)."""
-        similarities, has_vector = self._vectors(cache, scope, pages, model).similarities(query_vector, len(lexical))
+        table = self._vectors(cache, scope, pages, model)
+        similarities, has_vector = table.similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
         weight = lexical_share(self.settings.embeddings.lexical_weight, query)
-        return fused(lexical, similarities, has_vector, eligible[: len(lexical)], weight), similarities * has_vector
+        ranked_by = table.with_neighbours(similarities, has_vector)
+        return fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight), similarities * has_vector
 
     def fact_relevance(
         self, scope: Scope, page_log: PageLog, contents: Sequence[str], query_vector: Any, model: str
