@@ -324,8 +324,11 @@ def unit(*components: float) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def table_of(data_dir: Path, parts: list[list[np.ndarray]], threads: list[str] | None = None) -> VectorTable:
-    """A VectorTable over pages stored with these (exchange, said, answered) vectors, in these threads."""
+def table_of(
+    data_dir: Path, parts: list[list[np.ndarray]], threads: list[str] | None = None, first: int = 0
+) -> VectorTable:
+    """A VectorTable over pages stored with these (exchange, said, answered) vectors, in these
+    threads; having taken in the `first` of them before the others, as a table kept while pages come."""
     store = JsonStore(data_dir)
     pages = [
         Page(
@@ -340,6 +343,8 @@ def table_of(data_dir: Path, parts: list[list[np.ndarray]], threads: list[str] |
     store.append_pages(Scope("alice"), pages)
     store.append_vectors(Scope("alice"), quantised([p.page_id for p in pages], [np.concatenate(p) for p in parts], "m"))
     table = VectorTable("m")
+    if first:
+        table.catch_up(store, Scope("alice"), pages[:first])
     table.catch_up(store, Scope("alice"), pages)
     return table
 
@@ -384,11 +389,12 @@ def test_a_page_next_to_one_about_the_question_in_its_own_thread_is_ranked_highe
     # page 1 in thread "b", and sits beside pages 2 and 4 of other threads only in the log.
     parts = [about, filler, middling, middling, about, *[filler] * 10]
     threads = ["a", "b", "a", "b", "c", *["d"] * 10]
-    table = table_of(data_dir, parts, threads)
+    for first in (0, 3):  # all pages at once, or pages 3 on (page 1's next among them) later
+        table = table_of(data_dir / str(first), parts, threads, first)
 
-    similarities, has_vector = table.similarities(query, len(parts))
-    ranked_by = table.with_neighbours(similarities, has_vector)
+        similarities, has_vector = table.similarities(query, len(parts))
+        ranked_by = table.with_neighbours(similarities, has_vector)
 
-    assert similarities[2] == similarities[3], "by themselves the two pages are as near"
-    assert ranked_by[2] > ranked_by[3], "the page whose thread talks of the question around it comes first"
-    assert ranked_by[1] == pytest.approx(similarities[1] + NEIGHBOUR_SHARE * similarities[3]), "of its own thread"
+        assert similarities[2] == similarities[3], "by themselves the two pages are as near"
+        assert ranked_by[2] > ranked_by[3], "the page whose thread talks of the question around it comes first"
+        assert ranked_by[1] == pytest.approx(similarities[1] + NEIGHBOUR_SHARE * similarities[3]), "own thread"
