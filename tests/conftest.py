@@ -60,8 +60,12 @@ def settings(data_dir: Path) -> Settings:
 
 
 @pytest.fixture
-def service(settings: Settings) -> MemoryService:
-    return MemoryService(settings)
+def service(settings: Settings) -> Iterator[MemoryService]:
+    """A service on the test's data dir, closed at the end of the test: none of its background
+    work outlives the test (or writes into a data dir being deleted)."""
+    service = MemoryService(settings)
+    yield service
+    service.close()
 
 
 @pytest.fixture

@@ -75,10 +75,18 @@ class Backend:
 
     def __init__(self) -> None:
         self.opened: list[Any] = []
+        self.services: list[MemoryService] = []
 
     def store(self) -> MemoryStore:
         """A new store instance over this test's storage (as another process would open it)."""
         raise NotImplementedError
+
+    def service(self, settings: Settings) -> MemoryService:
+        """A service over a new store instance, closed with the backend (before its stores: a
+        service left open would keep its index in the background over a store closed under it)."""
+        service = MemoryService(settings, store=self.store())
+        self.services.append(service)
+        return service
 
     def child_spec(self) -> dict[str, str]:
         """What a child process needs to open a store over the same storage."""
@@ -88,6 +96,8 @@ class Backend:
         raise NotImplementedError
 
     def close(self) -> None:
+        for service in self.services:
+            service.close()
         for store in self.opened:
             close = getattr(store, "close", None)
             if close is not None:
@@ -614,7 +624,7 @@ def comparable(export: Any) -> dict[str, Any]:
 
 def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend: Backend, tmp_path: Path) -> None:
     settings = Settings(data_storage_path=tmp_path / "unused", short_term_capacity=2)
-    service = MemoryService(settings, store=backend.store())
+    service = backend.service(settings)
     for n, text in enumerate(["I keep bees in the garden", "my sister lives in Lisbon", "I play the cello", "hi"]):
         service.add_memory(AddMemoryRequest.build(user_id="alice", user_input=text, agent_response=f"noted {n}"))
     service.add_memory(
@@ -636,7 +646,7 @@ def test_the_service_adds_retrieves_exports_and_imports_on_this_backend(backend:
     assert result.pages_added == 5
 
     # A second server instance over the same storage sees exactly what was exported.
-    again = MemoryService(settings, store=backend.store())
+    again = backend.service(settings)
     reexported = again.export_memory(ExportRequest.build(user_id="alice"))
     assert comparable(reexported) == comparable(exported)
     found = again.retrieve_memory(RetrieveMemoryRequest.build(user_id="alice", query="sister Lisbon"))
@@ -660,7 +670,7 @@ def stored_bytes(backend: Backend, store: MemoryStore) -> bytes:
 def test_one_exchange_erased_leaves_no_trace_and_the_others_as_they_were_on_this_backend(
     backend: Backend, tmp_path: Path
 ) -> None:
-    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    service = backend.service(Settings(data_storage_path=tmp_path / "unused"))
     said = ["I keep bees in the garden", "my locker code is zanzibar", "I play the cello", "bees again"]
     for text in said:
         service.add_memory(
@@ -687,7 +697,7 @@ def test_one_exchange_erased_leaves_no_trace_and_the_others_as_they_were_on_this
     held = stored_bytes(backend, service.store)
     assert b"zanzibar" not in held and erased.encode() not in held
     # Another instance (another process) reads the same: three exchanges, one session of three.
-    again = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    again = backend.service(Settings(data_storage_path=tmp_path / "unused"))
     assert len(again.store.read_pages(USER).pages) == 3
     assert [view.exchanges for view in again.sessions("alice")] == [3]
     service.close()
@@ -695,7 +705,7 @@ def test_one_exchange_erased_leaves_no_trace_and_the_others_as_they_were_on_this
 
 
 def test_forget_leaves_nothing_that_names_the_user_on_this_backend(backend: Backend, tmp_path: Path) -> None:
-    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    service = backend.service(Settings(data_storage_path=tmp_path / "unused"))
     for user, agent in (("zelda", None), ("zelda", "coder"), ("bob", None)):
         service.add_memory(AddMemoryRequest.build(user_id=user, agent_name=agent, user_input="hi", agent_response="ok"))
         service.retrieve_memory(RetrieveMemoryRequest.build(user_id=user, agent_name=agent, query="hi"))
@@ -709,7 +719,7 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
     backend: Backend, tmp_path: Path
 ) -> None:
     settings = Settings(data_storage_path=tmp_path / "unused", memory={"redaction": False})
-    service = MemoryService(settings, store=backend.store())
+    service = backend.service(settings)
     key = "AKIA" + "QWERTYUIOPASDFGH"
     said = ["I keep bees", f"my key is {key} <private>and my PIN is zorbquill</private>", "I play the cello"]
     for text in said:
@@ -731,7 +741,7 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
     assert key.encode() not in stored_bytes(backend, service.store) and b"zorbquill" not in stored_bytes(
         backend, service.store
     )
-    again = MemoryService(settings, store=backend.store())  # another process reads the same
+    again = backend.service(settings)  # another process reads the same
     pages = again.store.read_pages(USER).pages
     assert [page.page_id for page in pages] == list(log.pages.ids)
     assert [page.user_input for page in pages] == [said[0], "my key is [redacted: aws access key] ", said[2]]
@@ -745,7 +755,7 @@ def test_scrub_rewrites_stored_secrets_in_place_and_nothing_else_on_this_backend
 def test_a_nul_in_structured_memory_is_refused_and_writes_nothing_on_this_backend(
     backend: Backend, tmp_path: Path
 ) -> None:
-    service = MemoryService(Settings(data_storage_path=tmp_path / "unused"), store=backend.store())
+    service = backend.service(Settings(data_storage_path=tmp_path / "unused"))
     service.add_memory(
         AddMemoryRequest.build(user_id="alice", user_input="exchange text may hold \x00", agent_response="ok")
     )
@@ -804,7 +814,7 @@ def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_thi
     backend: Backend, tmp_path: Path
 ) -> None:
     settings = Settings(data_storage_path=tmp_path / "unused")
-    service = MemoryService(settings, store=backend.store())
+    service = backend.service(settings)
     fact = {"content": "Alice keeps bees", "category": "context", "confidence": 0.95}
     added = service.add_memory(
         AddMemoryRequest.build(user_id="alice", user_input="I keep bees", agent_response="nice", facts=[fact])
@@ -821,7 +831,7 @@ def test_host_facts_are_applied_once_even_when_a_crash_cut_the_add_in_two_on_thi
     backend.store().append_page(Scope("alice"), cut)
 
     for _restart in range(2):
-        restarted = MemoryService(settings, store=backend.store())
+        restarted = backend.service(settings)
         restarted.start()
         wait_until(lambda: not any(t.name == "memory-resume" for t in threading.enumerate()), 10, "resume")
         restarted.close()
