@@ -4,18 +4,21 @@ they do for recall on the synthetic set of bench/relative_dates.py."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from scripted_llm import ScriptedLLM
 
 from memory_mcp.base.clock import now
-from memory_mcp.base.settings import Settings
+from memory_mcp.base.settings import EmbeddingSettings, Settings
 from memory_mcp.models import AddMemoryRequest, RetrieveMemoryRequest
 from memory_mcp.recall import scope_recall
 from memory_mcp.recall.periods import periods_in, without_relative_times
 from memory_mcp.service.memory_service import MemoryService
+from memory_mcp.store import Scope
 
 NOW = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
 
@@ -136,3 +139,40 @@ def test_time_words_lift_the_exchange_from_then_on_the_synthetic_set(data_dir: P
     at1, at5 = measure(service, questions, hard=False)
 
     assert at1 >= 0.6 and at5 >= 0.9, (at1, at5)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+def test_a_time_named_lifts_its_exchange_with_vectors_on_too(data_dir: Path, endpoint: ScriptedLLM) -> None:
+    """With vectors the words weigh half or less: the walk from last week, found by its words and
+    its time, must not fall below an older exchange that only sounds more like the question (the
+    scripted endpoint puts "dog", "greyhound" and "puppy" on one dimension, "car" and "doctor" on
+    others)."""
+    embeddings = EmbeddingSettings(backend="openai", base_url=endpoint.base_url, model="concepts-1")
+    settings = Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0, embeddings=embeddings)
+    service = MemoryService(settings)
+    said = [
+        ("2026-11-19 08:00:00", "Walked the dog, then took the car to the garage and saw the doctor"),
+        ("2026-09-10 18:00:00", "Our dog met a greyhound and a puppy"),
+        ("2026-08-02 10:00:00", "Booked the dentist for Thursday"),
+        ("2026-10-12 10:00:00", "Paid the electricity bill"),
+        ("2026-11-17 10:00:00", "Ordered new running shoes"),
+        ("2026-11-20 10:00:00", "Called my sister about the holidays"),
+        ("2026-11-21 10:00:00", "Cleaned the kitchen windows"),
+        ("2026-11-23 10:00:00", "Just a note"),
+    ]
+    for timestamp, user_input in said:
+        service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response="ok", timestamp=timestamp))
+    service.embed_missing("default", None)
+    assert len(service.store.read_vectors(Scope("default"), 0)[0]) == len(said)
+    with mock.patch.object(scope_recall, "now", lambda: NOW):
+        found = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog last week?"))
+        older = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog?"))
+    assert found.retrieved_pages[0].user_input == said[0][1]
+    assert older.retrieved_pages[0].user_input == said[1][1], "without the time, meaning puts the other first"
+    service.close()

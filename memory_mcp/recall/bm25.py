@@ -427,6 +427,12 @@ class LexicalIndex:
             terms[term] = None
         return list(terms)
 
+    def period_lift(self, within: int) -> float:
+        """What each of the `within` documents from the period a query names gains in its score:
+        one more query term, as rare as they are."""
+        count = len(self._lengths)
+        return PERIOD_WEIGHT * math.log(1 + (count - within + 0.5) / (within + 0.5)) if within else 0.0
+
     def _idf(self, term: str) -> float:
         postings = self._postings.get(term)
         frequency_in_corpus = 0 if postings is None else len(postings) // 2
@@ -467,7 +473,7 @@ class LexicalIndex:
             holds_a_term[documents[signed > 0]] = True
         del lengths
         if len(in_period):
-            scores[in_period] += PERIOD_WEIGHT * math.log(1 + (count - len(in_period) + 0.5) / (len(in_period) + 0.5))
+            scores[in_period] += self.period_lift(len(in_period))
             holds_a_term[in_period] = True
         scores, holds_a_term = scores[:candidates], holds_a_term[:candidates]
         if allowed is not None:

@@ -203,7 +203,15 @@ class PageRecall:
             scores, similarities = lexical, None
             if query_vector is not None:
                 scores, similarities = self._with_vectors(
-                    cache, scope, pages[:among_first], lexical, request.query, query_vector, vector_model, eligible
+                    cache,
+                    scope,
+                    pages[:among_first],
+                    lexical,
+                    request.query,
+                    query_vector,
+                    vector_model,
+                    eligible,
+                    period,
                 )
             ranked = best_of(scores, wanted)
             if weight and ranked:
@@ -238,16 +246,20 @@ class PageRecall:
         query_vector: Any,
         model: str,
         eligible: Any,
+        period: Any,
     ) -> tuple[Any, Any]:
         """The word scores fused with the pages' similarity to the query, and those similarities
-        (0 where a page has no vector yet) (held: cache.lock)."""
+        (0 where a page has no vector yet); `period`: the pages of the time the query names, if
+        it names one (held: cache.lock)."""
         table = self._vectors(cache, scope, pages, model)
         similarities, has_vector = table.similarities(query_vector, len(lexical))
         if not has_vector.all() and self._on_unembedded is not None:
             self._on_unembedded(scope)
         weight = lexical_share(self.settings.embeddings.lexical_weight, query)
         ranked_by = table.with_neighbours(similarities, has_vector)
-        return fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight), similarities * has_vector
+        lift = 0.0 if period is None else cache.index.period_lift(int(period[: len(cache.index)].sum()))
+        scores = fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight, period, lift)
+        return scores, similarities * has_vector
 
     def fact_relevance(
         self, scope: Scope, page_log: PageLog, contents: Sequence[str], query_vector: Any, model: str
