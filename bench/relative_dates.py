@@ -164,7 +164,7 @@ def main() -> int:
     args = parser.parse_args()
     now = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="relative-dates-") as data:
-        # short_term_capacity 1 and no heat: every exchange is ranked, by words and time alone.
+        # short_term_capacity 1 and no heat: every exchange is ranked, by words (and vectors) and time alone.
         embeddings = {"backend": "local" if args.embeddings else "none"}
         settings = Settings(
             data_storage_path=Path(data), short_term_capacity=1, heat_ranking_weight=0, embeddings=embeddings

@@ -4,7 +4,6 @@ they do for recall on the synthetic set of bench/relative_dates.py."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
@@ -141,19 +140,12 @@ def test_time_words_lift_the_exchange_from_then_on_the_synthetic_set(data_dir: P
     assert at1 >= 0.6 and at5 >= 0.9, (at1, at5)
 
 
-@pytest.fixture
-def endpoint() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
-
-
-def test_a_time_named_lifts_its_exchange_with_vectors_on_too(data_dir: Path, endpoint: ScriptedLLM) -> None:
+def test_a_time_named_lifts_its_exchange_with_vectors_on_too(data_dir: Path, llm: ScriptedLLM) -> None:
     """With vectors the words weigh half or less: the walk from last week, found by its words and
     its time, must not fall below an older exchange that only sounds more like the question (the
     scripted endpoint puts "dog", "greyhound" and "puppy" on one dimension, "car" and "doctor" on
     others)."""
-    embeddings = EmbeddingSettings(backend="openai", base_url=endpoint.base_url, model="concepts-1")
+    embeddings = EmbeddingSettings(backend="openai", base_url=llm.base_url, model="concepts-1")
     settings = Settings(data_storage_path=data_dir, short_term_capacity=1, heat_ranking_weight=0, embeddings=embeddings)
     service = MemoryService(settings)
     said = [
@@ -166,13 +158,15 @@ def test_a_time_named_lifts_its_exchange_with_vectors_on_too(data_dir: Path, end
         ("2026-11-21 10:00:00", "Cleaned the kitchen windows"),
         ("2026-11-23 10:00:00", "Just a note"),
     ]
-    for timestamp, user_input in said:
-        service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response="ok", timestamp=timestamp))
-    service.embed_missing("default", None)
-    assert len(service.store.read_vectors(Scope("default"), 0)[0]) == len(said)
-    with mock.patch.object(scope_recall, "now", lambda: NOW):
-        found = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog last week?"))
-        older = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog?"))
-    assert found.retrieved_pages[0].user_input == said[0][1]
-    assert older.retrieved_pages[0].user_input == said[1][1], "without the time, meaning puts the other first"
-    service.close()
+    try:
+        for timestamp, user_input in said:
+            service.add_memory(AddMemoryRequest.build(user_input=user_input, agent_response="ok", timestamp=timestamp))
+        service.embed_missing("default", None)
+        assert len(service.store.read_vectors(Scope("default"), 0)[0]) == len(said)
+        with mock.patch.object(scope_recall, "now", lambda: NOW):
+            found = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog last week?"))
+            older = service.retrieve_memory(RetrieveMemoryRequest.build(query="What did I do with my dog?"))
+        assert found.retrieved_pages[0].user_input == said[0][1]
+        assert older.retrieved_pages[0].user_input == said[1][1], "without the time, meaning puts the other first"
+    finally:
+        service.close()

@@ -37,7 +37,7 @@ def fused(
     by their best score, vectors min-max over the pages that have one), then weighted. A page
     without a vector keeps its word share alone: it is ranked, never dropped. Min-max linear
     fusion beat reciprocal rank fusion on the LoCoMo dev split (bench/locomo_recall.py), and
-    min-max beat scaling from the median, a higher quantile or the mean and raising to a power.
+    min-max beat scaling from a quantile or from the mean, and raising to a power.
 
     A page of the `period` the query names (a mask like `eligible`) gains in its vector share
     what it gained among the word scores (`period_lift`, scaled as they are): the time named
