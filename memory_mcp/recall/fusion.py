@@ -52,8 +52,7 @@ def fused(
         low, high = similarities[scored].min(), similarities[scored].max()
         vectors[scored] = (similarities[scored] - low) / (high - low) if high > low else 1.0
     if period is not None and period_lift > 0 and best_words > 0:
-        covered = min(len(period), len(vectors))
-        vectors[:covered][scored[:covered] & period[:covered]] += period_lift / best_words
+        vectors[scored & period] += period_lift / best_words
     return np.where(eligible, lexical_weight * words + (1 - lexical_weight) * vectors, 0.0)
 
 

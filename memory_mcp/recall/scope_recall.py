@@ -258,7 +258,8 @@ class PageRecall:
         weight = lexical_share(self.settings.embeddings.lexical_weight, query)
         ranked_by = table.with_neighbours(similarities, has_vector)
         lift = 0.0 if period is None else cache.index.period_lift(int(period[: len(cache.index)].sum()))
-        scores = fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight, period, lift)
+        within = None if period is None else period[: len(lexical)]  # as long as `eligible`, as fused wants
+        scores = fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight, within, lift)
         return scores, similarities * has_vector
 
     def fact_relevance(
