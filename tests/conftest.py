@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
-from hook_helpers import stop_hook_helpers
+from hook_helpers import see_hook_helpers_out, stop_hook_helpers
 from scripted_llm import SCRIPTED_MODEL, ScriptedLLM
 from update_helpers import TEST_MEMORY, ServiceFactory
 
 from memory_mcp.base.settings import Settings
 from memory_mcp.service.memory_service import MemoryService
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_helper_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The helpers the tests' hooks left, seen out at the end of the run (see see_hook_helpers_out)."""
+    yield
+    left = see_hook_helpers_out(tmp_path_factory.getbasetemp())
+    if left:
+        warnings.warn(f"processes of the tests' data homes still running: {left}", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,32 @@ def stop_hook_helpers(folder: Path) -> None:
     for pattern in ("hook-helper-*.sock", "shared-*.sock"):
         for socket_path in folder.glob(f"**/{RUN_FOLDER}/{pattern}"):
             socket_path.unlink(missing_ok=True)
+
+
+def see_hook_helpers_out(folder: Path, timeout: float = 30.0) -> list[int]:
+    """Remove the helpers' sockets under `folder` until no process of a data home there is left,
+    or `timeout` passes; return the processes still left. A hook starts its helper after it has
+    answered, so a test can end before that helper binds its socket: removed once at the test's
+    end, the socket would be bound again, and the helper would linger for an hour."""
+    deadline = time.monotonic() + timeout
+    while (left := processes_of_homes_under(folder)) and time.monotonic() < deadline:
+        stop_hook_helpers(folder)
+        time.sleep(0.2)
+    return left
+
+
+def processes_of_homes_under(folder: Path) -> list[int]:
+    """Processes whose MEMORY_MCP_HOME lies under `folder` (Linux's /proc; none elsewhere)."""
+    prefix = f"MEMORY_MCP_HOME={folder}{os.sep}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours
+        if any(variable.startswith(prefix) for variable in environ) and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
 
 
 def helper_socket_of(home: Path) -> Path:
