@@ -10,11 +10,15 @@ is what `since` / `until` are for).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from memory_mcp.base.clock import format_timestamp
+
+if TYPE_CHECKING:
+    from memory_mcp.store.page_sequence import PageSequence
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")  # fmt: skip
@@ -163,3 +167,21 @@ def _chinese_number(text: str) -> int:
         return _CHINESE_DIGITS.get(text, 0)
     tens, _, ones = text.partition("十")
     return (_CHINESE_DIGITS.get(tens, 1) if tens else 1) * 10 + (_CHINESE_DIGITS.get(ones, 0) if ones else 0)
+
+
+def time_window(pages: PageSequence, since: str | None, until: str | None) -> Any:
+    """Which pages (by their timestamps) fall between `since` and `until`, both included, as a
+    boolean numpy array; None when neither is given (and the timestamps are not copied out)."""
+    if since is None and until is None:
+        return None
+    return pages_within(pages.timestamps, [Period(since or "", until or "\uffff")])
+
+
+def pages_within(timestamps: Sequence[str], periods: Sequence[Period]) -> Any:
+    """Which pages (by their `timestamps`) fall in any of `periods`. Stored timestamps share one
+    form: they compare as text."""
+    import numpy as np
+
+    return np.fromiter(
+        (any(period.holds(stamp) for period in periods) for stamp in timestamps), dtype=bool, count=len(timestamps)
+    )

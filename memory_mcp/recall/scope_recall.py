@@ -26,11 +26,10 @@ from memory_mcp.memory.sessions import SessionTable, archived_sessions, sessions
 from memory_mcp.models import MemoryDocument, Page, RetrieveMemoryRequest, SessionState
 from memory_mcp.recall.bm25 import LexicalIndex
 from memory_mcp.recall.fusion import best_of, fused, lexical_share
-from memory_mcp.recall.periods import Period, periods_in, without_relative_times
+from memory_mcp.recall.periods import pages_within, periods_in, without_relative_times
 from memory_mcp.recall.saved_index import Opened, SnapshotKeeper
 from memory_mcp.recall.vectors import VectorTable, fact_relevance
 from memory_mcp.store import MemoryStore, PageLog, Scope
-from memory_mcp.store.page_sequence import PageSequence
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +188,7 @@ class PageRecall:
             eligible = _eligible(among_first, [within, archive], exclude)
             wanted = request.max_results * (3 if weight else 1)
             periods = periods_in(request.query, now())
-            period = _within(page_log.pages.between(0, among_first).timestamps, periods) if periods else None
+            period = pages_within(page_log.pages.between(0, among_first).timestamps, periods) if periods else None
             # When the time named holds memory this search may return, the period says when and the
             # words need not; when it holds none, its words are all there is (the asker may be quoting).
             named_held = period is not None and bool((period[: len(eligible)] & eligible[: len(period)]).any())
@@ -450,24 +449,6 @@ class PageRecall:
         for thread in hot_threads:
             assert self._on_hot is not None
             self._on_hot(scope, thread)
-
-
-def time_window(pages: PageSequence, since: str | None, until: str | None) -> Any:
-    """Which pages (by their timestamps) fall between `since` and `until`, both included, as a
-    boolean numpy array; None when neither is given (and the timestamps are not copied out)."""
-    if since is None and until is None:
-        return None
-    return _within(pages.timestamps, [Period(since or "", until or "\uffff")])
-
-
-def _within(timestamps: Sequence[str], periods: Sequence[Period]) -> Any:
-    """Which pages (by their `timestamps`) fall in any of `periods`. Stored timestamps share one
-    form: they compare as text."""
-    import numpy as np
-
-    return np.fromiter(
-        (any(period.holds(stamp) for period in periods) for stamp in timestamps), dtype=bool, count=len(timestamps)
-    )
 
 
 def _eligible(count: int, masks: Sequence[Any], exclude: Sequence[int]) -> Any:

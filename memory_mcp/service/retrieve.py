@@ -16,8 +16,9 @@ from memory_mcp.recall.embedders import Embedder, stored_model
 from memory_mcp.recall.fact_ranking import entry_similarities, rank_by_similarity_and_confidence
 from memory_mcp.recall.findings import Found, prefer_project
 from memory_mcp.recall.memory_block import MemoryContext, build_context
+from memory_mcp.recall.periods import time_window
 from memory_mcp.recall.relevance import worth_recalling
-from memory_mcp.recall.scope_recall import PageRecall, time_window
+from memory_mcp.recall.scope_recall import PageRecall
 from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.recall.vectors import MIN_FACTS_COMPARED
 from memory_mcp.service.notes import profile_notes
