@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from memory_mcp.recall.fusion import best_of
+from memory_mcp.recall.spelling import known_term
 from memory_mcp.recall.terms import index_terms, phrase_pairs, worded_terms
-from memory_mcp.recall.token_count import looks_misspelt
 
 NEIGHBOUR_WEIGHT = 0.5
 OWN_MARK = 2.0**40  # see _build
@@ -50,7 +50,6 @@ PERIOD_WEIGHT = 0.5
 # among how many of the best pages they are looked for.
 PHRASE_WEIGHT = 0.1
 PHRASE_POOL = 15
-TYPO_MIN_LETTERS = 5  # a shorter term has too many neighbours one letter away to guess among
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
 MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
@@ -415,17 +414,17 @@ class LexicalIndex:
         return sum(self._idf(term) if term in self._postings else unseen for term in self.query_terms(query))
 
     def query_terms(self, query: str) -> list[str]:
-        """The query's terms, each once. A word no page holds, one letter away from words pages do
-        hold, that the token encoding does not know as a word (a typo: "buisiness", not "state"
-        where pages say "stage"), is read as the commonest of them."""
-        terms: dict[str, None] = {}
-        for word, term in worded_terms(query):
-            if term not in self._postings and len(term) >= TYPO_MIN_LETTERS and term.isalpha():
-                near = [known for known in one_letter_away(term) if known in self._postings]
-                if near and looks_misspelt(word):
-                    term = max(near, key=lambda known: len(self._postings[known]))
-            terms[term] = None
-        return list(terms)
+        """The query's terms, each once, a misspelt word read as the term pages hold (spelling.py)."""
+        return list(dict.fromkeys(read for _, _, read in self._read_terms(query)))
+
+    def _read_terms(self, query: str) -> list[tuple[str, str, str]]:
+        """(word, its term, the term it is read as) for each of the query's words."""
+        holding = self._pages_holding
+        return [(word, term, known_term(word, term, holding)) for word, term in worded_terms(query)]
+
+    def _pages_holding(self, term: str) -> int:
+        postings = self._postings.get(term)
+        return 0 if postings is None else len(postings) // 2
 
     def period_lift(self, within: int) -> float:
         """What each of the `within` documents from the period a query names gains in its score:
@@ -434,8 +433,7 @@ class LexicalIndex:
         return PERIOD_WEIGHT * math.log(1 + (count - within + 0.5) / (within + 0.5)) if within else 0.0
 
     def _idf(self, term: str) -> float:
-        postings = self._postings.get(term)
-        frequency_in_corpus = 0 if postings is None else len(postings) // 2
+        frequency_in_corpus = self._pages_holding(term)
         return math.log(1 + (len(self._lengths) - frequency_in_corpus + 0.5) / (frequency_in_corpus + 0.5))
 
     def scores(
@@ -487,14 +485,3 @@ class LexicalIndex:
         if holds_a_term.any():  # pages that hold query terms themselves: only they may score
             scores[~holds_a_term] = 0.0
         return scores
-
-
-def one_letter_away(word: str) -> set[str]:
-    """Every word one deletion, insertion, substitution or swap of neighbours from `word`."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    deleted = {left + right[1:] for left, right in splits if right}
-    swapped = {left + right[1] + right[0] + right[2:] for left, right in splits if len(right) > 1}
-    replaced = {left + letter + right[1:] for left, right in splits if right for letter in letters}
-    inserted = {left + letter + right for left, right in splits for letter in letters}
-    return (deleted | swapped | replaced | inserted) - {word}
