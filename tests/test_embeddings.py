@@ -135,6 +135,27 @@ def test_an_exchange_is_found_by_meaning_where_words_fail(data_dir: Path, endpoi
     assert "We adopted a greyhound called Bolt" not in ranked(words_only, "What do you know about my dog?")
 
 
+def test_a_misspelt_word_is_embedded_as_the_word_pages_hold(data_dir: Path, endpoint: ScriptedLLM) -> None:
+    """The word index reads "physican" as the "physician" pages hold; the query's vector must too,
+    or the model, which never saw the typo, loses what the word means (the clinic)."""
+    service = started(settings_for(data_dir, endpoint))
+    try:
+        remember(service)
+        more = [("My physician wants a blood test", "Book it soon."), ("The clinic moved uptown", "OK.")]
+        for said, answered in [*more, ("Thanks for today", "Any time.")]:  # the newest is not ranked
+            add(service, said, answered)
+        wait_until(lambda: len(vectors_of(service)) == len(EXCHANGES) + 3, 30, "page vectors")
+
+        assert set(ranked(service, "Where is the physican now?")[:2]) == {
+            "My physician wants a blood test",
+            "The clinic moved uptown",
+        }
+        assert "Where is the physician now?" in endpoint.embedded
+        assert "Where is the physican now?" not in endpoint.embedded
+    finally:
+        service.close()
+
+
 def test_adds_never_wait_for_vectors_and_pages_without_one_are_still_ranked(
     data_dir: Path, endpoint: ScriptedLLM
 ) -> None:

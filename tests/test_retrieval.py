@@ -9,6 +9,7 @@ import pytest
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
 from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
 from memory_mcp.recall.fusion import lexical_share
+from memory_mcp.recall.spelling import respelled
 from memory_mcp.recall.terms import MAX_TERM_CHARS, index_terms, phrase_pairs, tokenize
 
 # --- tokenize -------------------------------------------------------------------------------
@@ -109,6 +110,19 @@ def test_a_misspelt_query_word_finds_the_word_pages_hold() -> None:
 
     assert [number for number, _ in index.search("my buisiness contract", limit=5)][:1] == [1]
     assert [number for number, _ in index.search("the buisiness", limit=5)] == [1]  # the typo alone finds it
+
+
+def test_a_misspelt_query_word_is_written_as_the_word_pages_hold_for_the_query_vector() -> None:
+    """What the query's vector is computed from: the typo respelled wherever the query has it,
+    capitalised where it was; real words, and typos of a word no page holds, as they were."""
+    index = build("I just signed my first business contract", "the fundraiser raised a lot", "apples and pears")
+    query = "Buisiness news, the funraiser, and more buisiness plans for the gardn?"
+
+    assert index.typos(query) == {"buisiness": "busi", "funraiser": "fundrais"}
+    assert (
+        respelled(query, index.typos(query)) == "Business news, the fundraiser, and more business plans for the gardn?"
+    )
+    assert respelled("which state is it in", index.typos("which state is it in")) == "which state is it in"
 
 
 def test_a_real_word_no_page_holds_is_not_taken_for_a_typo() -> None:

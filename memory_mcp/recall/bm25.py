@@ -417,6 +417,10 @@ class LexicalIndex:
         """The query's terms, each once, a misspelt word read as the term pages hold (spelling.py)."""
         return list(dict.fromkeys(read for _, _, read in self._read_terms(query)))
 
+    def typos(self, query: str) -> dict[str, str]:
+        """The query's misspelt words, each with the term pages hold that it is read as."""
+        return {word: read for word, own, read in self._read_terms(query) if read != own}
+
     def _read_terms(self, query: str) -> list[tuple[str, str, str]]:
         """(word, its term, the term it is read as) for each of the query's words."""
         holding = self._pages_holding

@@ -28,6 +28,7 @@ from memory_mcp.recall.bm25 import LexicalIndex
 from memory_mcp.recall.fusion import best_of, fused, lexical_share
 from memory_mcp.recall.periods import pages_within, periods_in, without_relative_times
 from memory_mcp.recall.saved_index import Opened, SnapshotKeeper
+from memory_mcp.recall.spelling import respelled
 from memory_mcp.recall.vectors import VectorTable, fact_relevance
 from memory_mcp.store import MemoryStore, PageLog, Scope
 
@@ -260,6 +261,12 @@ class PageRecall:
         within = None if period is None else period[: len(lexical)]  # as long as `eligible`, as fused wants
         scores = fused(lexical, ranked_by, has_vector, eligible[: len(lexical)], weight, within, lift)
         return scores, similarities * has_vector
+
+    def respelled(self, scope: Scope, page_log: PageLog, query: str) -> str:
+        """`query` as its vector is computed from: its misspelt words written as pages hold them."""
+        cache = self.cache(scope, page_log)
+        with cache.lock:
+            return respelled(query, cache.index.typos(query))
 
     def fact_relevance(
         self, scope: Scope, page_log: PageLog, contents: Sequence[str], query_vector: Any, model: str

@@ -23,7 +23,7 @@ from memory_mcp.recall.token_count import TokenCounter
 from memory_mcp.recall.vectors import MIN_FACTS_COMPARED
 from memory_mcp.service.notes import profile_notes
 from memory_mcp.service.pages import pages_now, scored_page, shown_page
-from memory_mcp.store import MemoryStore, Scope
+from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.page_sequence import PageSequence
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,9 @@ class Retrieval:
         held = current(document.facts)
         worth = worth_recalling(request.query)
         wanted = len(pages) > len(excluded) or len(held) >= MIN_FACTS_COMPARED
-        query_vector, vector_note = self._query_vector(request.query) if wanted and worth else (None, None)
+        query_vector, vector_note = (
+            self._query_vector(request.query, (scope, page_log)) if wanted and worth else (None, None)
+        )
         # With a project, a wider pool: the current project's exchanges are preferred within it.
         pool = (
             request if request.project is None else request.model_copy(update={"max_results": 2 * request.max_results})
@@ -180,12 +182,14 @@ class Retrieval:
         page_log = self._store.read_pages(scope)
         return self._recall.fact_relevance(scope, page_log, contents, query_vector, self._vector_model)
 
-    def _query_vector(self, query: str) -> tuple[Any, str | None]:
-        """The query's vector when embeddings are on; else None, and why when they are on."""
+    def _query_vector(self, query: str, pages_of: tuple[Scope, PageLog] | None = None) -> tuple[Any, str | None]:
+        """The query's vector when embeddings are on (with `pages_of`, its typos respelled as that
+        scope's word index reads them); else None, and why when they are on."""
         if self._embedder is None or not query.strip():
             return None, None
+        text = query if pages_of is None else self._recall.respelled(*pages_of, query)
         try:
-            return self._embedder.embed([query], query=True)[0], None
+            return self._embedder.embed([text], query=True)[0], None
         except Exception as exc:  # an embedding that fails never fails a retrieve
             return None, f"Embeddings unavailable ({type(exc).__name__}: {str(exc)[:120]}): ranked by words alone."
 
