@@ -149,6 +149,7 @@ def test_a_few_exchanges_leave_the_saved_index_alone_and_a_few_hundred_bring_it_
     assert snapshot_covers(open_service()) == SIZE + 10 + SnapshotKeeper.REFRESH_PAGES
 
 
+@pytest.mark.integration
 def test_a_stop_hook_leaves_a_process_that_saves_the_index_of_a_large_history(home: Path, tmp_path: Path) -> None:
     transcript = Transcript(tmp_path / "claude" / "projects" / "-work-app" / "session.jsonl")
     coding_session(transcript)
@@ -171,6 +172,7 @@ def test_a_stop_hook_leaves_a_process_that_saves_the_index_of_a_large_history(ho
     assert data is not None and len(decode(data, pages)) == SIZE + 3
 
 
+@pytest.mark.integration
 def test_an_index_build_stands_down_while_another_runs_and_a_later_one_saves(tmp_path: Path) -> None:
     settings = Settings(data_storage_path=tmp_path / "data")
     store = JsonStore(settings.data_storage_path)

@@ -22,6 +22,8 @@ from memory_mcp.hosts.events import HostEvent, one_exchange
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
 
+pytestmark = pytest.mark.integration  # every test here runs the command line
+
 START = 1_717_236_000.0  # 2024-06-01T10:00:00Z
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
