@@ -30,7 +30,8 @@ def see_hook_helpers_out(folder: Path, timeout: float = 30.0) -> list[int]:
     """Remove the helpers' sockets under `folder` until no process of a data home there is left,
     or `timeout` passes; return the processes still left. A hook starts its helper after it has
     answered, so a test can end before that helper binds its socket: removed once at the test's
-    end, the socket would be bound again, and the helper would linger for an hour."""
+    end, the socket would be bound again, and the helper would linger its idle and linger spells
+    (70 minutes by default)."""
     deadline = time.monotonic() + timeout
     while (left := processes_of_homes_under(folder)) and time.monotonic() < deadline:
         stop_hook_helpers(folder)
