@@ -40,17 +40,23 @@ def see_hook_helpers_out(folder: Path, timeout: float = 30.0) -> list[int]:
 
 
 def processes_of_homes_under(folder: Path) -> list[int]:
-    """Processes whose MEMORY_MCP_HOME lies under `folder` (Linux's /proc; none elsewhere)."""
+    """Processes whose MEMORY_MCP_HOME lies under `folder`."""
     prefix = f"MEMORY_MCP_HOME={folder}{os.sep}".encode()
-    found = []
+    return [pid for pid, _, environ in readable_processes() if any(v.startswith(prefix) for v in environ)]
+
+
+def readable_processes() -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """Every other process whose command line and environment this account can read (Linux's
+    /proc; none elsewhere)."""
     for entry in Path("/proc").glob("[0-9]*"):
+        if int(entry.name) == os.getpid():
+            continue
         try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone, or not ours
-        if any(variable.startswith(prefix) for variable in environ) and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
+        yield int(entry.name), command, environ
 
 
 def helper_socket_of(home: Path) -> Path:
@@ -58,20 +64,14 @@ def helper_socket_of(home: Path) -> Path:
 
 
 def helper_processes(home: Path) -> list[int]:
-    """Processes of a prompt hook, or helpers they left, for the data home `home` (Linux's /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue  # gone, or not ours
-        ours = (b"hook" in command and b"prompt" in command) or b"memory_mcp.cli.hook_command" in command
-        if ours and f"MEMORY_MCP_HOME={home}".encode() in environ:
-            found.append(int(entry.name))
-    return found
+    """Processes of a prompt hook, or helpers they left, for the data home `home`."""
+    variable = f"MEMORY_MCP_HOME={home}".encode()
+    return [
+        pid
+        for pid, command, environ in readable_processes()
+        if variable in environ
+        and ((b"hook" in command and b"prompt" in command) or b"memory_mcp.cli.hook_command" in command)
+    ]
 
 
 # The command as Claude Code runs it, telling on stderr's last line whether the package's heavy
@@ -131,20 +131,9 @@ def answering_badly(socket_path: Path, answer: bytes | None, greeting: bytes = b
             worker.join()
 
 
-def command_of(pid: str) -> list[bytes]:
-    try:
-        return Path("/proc", pid, "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []  # gone
-
-
 def shared_processes(home: Path) -> list[int]:
-    """Shared processes serving the data home `home` (Linux's /proc): their socket is in it."""
-    return [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and is_shared_process_of(command_of(pid), str(home).encode())
-    ]
+    """Shared processes serving the data home `home`: their socket is in it."""
+    return [pid for pid, command, _ in readable_processes() if is_shared_process_of(command, str(home).encode())]
 
 
 def is_shared_process_of(command: list[bytes], home: bytes) -> bool:
