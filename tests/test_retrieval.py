@@ -125,6 +125,18 @@ def test_a_misspelt_query_word_is_written_as_the_word_pages_hold_for_the_query_v
     assert respelled("which state is it in", index.typos("which state is it in")) == "which state is it in"
 
 
+def test_a_page_added_after_a_query_changes_how_the_same_query_is_read() -> None:
+    """A query is read once per index size: the word a new page holds is seen at the next search."""
+    index = build("the stage lights failed during the play", "apples and pears")
+    query = "my buisiness contract"
+    assert index.typos(query) == {} and index.search(query, limit=5) == []
+
+    index.add("I just signed my first business contract with a client", thread="t2")
+
+    assert index.typos(query) == {"buisiness": "busi"}
+    assert [number for number, _ in index.search(query, limit=5)] == [2]
+
+
 def test_a_real_word_no_page_holds_is_not_taken_for_a_typo() -> None:
     """'state' is one letter from 'stage', but a word in its own right: nothing holds it."""
     index = build("the stage lights failed during the play", "apples and pears")

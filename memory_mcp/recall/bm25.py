@@ -198,6 +198,8 @@ class LexicalIndex:
         self._last_by_thread: dict[str, _LastPage] = {}
         # A restored index's newest page per thread, as saved: read for a thread when it grows.
         self._saved_last: Mapping[str, tuple[int, dict[str, int], dict[str, int]]] = {}
+        # The last query's reading, keyed by the query and the index's size (see _read_terms).
+        self._reading: tuple[tuple[str, int], list[tuple[str, str, str]]] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -422,9 +424,13 @@ class LexicalIndex:
         return {word: read for word, own, read in self._read_terms(query) if read != own}
 
     def _read_terms(self, query: str) -> list[tuple[str, str, str]]:
-        """(word, its term, the term it is read as) for each of the query's words."""
-        holding = self._pages_holding
-        return [(word, term, known_term(word, term, holding)) for word, term in worded_terms(query)]
+        """(word, its term, the term it is read as) for each of the query's words: read once per
+        query and index size, as one search asks several times (every page added grows the size)."""
+        key = (query, len(self._lengths))
+        if self._reading is None or self._reading[0] != key:
+            holding = self._pages_holding
+            self._reading = key, [(word, term, known_term(word, term, holding)) for word, term in worded_terms(query)]
+        return self._reading[1]
 
     def _pages_holding(self, term: str) -> int:
         postings = self._postings.get(term)
