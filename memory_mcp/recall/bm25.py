@@ -427,10 +427,11 @@ class LexicalIndex:
         """(word, its term, the term it is read as) for each of the query's words: read once per
         query and index size, as one search asks several times (every page added grows the size)."""
         key = (query, len(self._lengths))
-        if self._reading is None or self._reading[0] != key:
+        reading = self._reading
+        if reading is None or reading[0] != key:
             holding = self._pages_holding
-            self._reading = key, [(word, term, known_term(word, term, holding)) for word, term in worded_terms(query)]
-        return self._reading[1]
+            reading = self._reading = key, [(w, term, known_term(w, term, holding)) for w, term in worded_terms(query)]
+        return reading[1]
 
     def _pages_holding(self, term: str) -> int:
         postings = self._postings.get(term)
