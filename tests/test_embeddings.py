@@ -31,6 +31,7 @@ from memory_mcp.models import (
     RetrieveMemoryRequest,
     SearchFactsRequest,
 )
+from memory_mcp.recall import embedding_runner
 from memory_mcp.recall.embedders import stored_model
 from memory_mcp.recall.vectors import NEIGHBOUR_SHARE, VectorTable, fact_vector_model, quantised
 from memory_mcp.service.memory_service import MemoryService
@@ -43,6 +44,13 @@ EXCHANGES = [
     ("The weather in Lisbon was lovely", "Glad to hear it."),
     ("Reminder: call the plumber on Monday", "Noted."),
 ]
+
+
+@pytest.fixture(autouse=True)
+def vectors_soon_after_adds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors computed once adds have paused 0.05 s, not the second a service waits: these tests
+    wait for them, and what the pause is for (adds never sharing the CPU) is not theirs to show."""
+    monkeypatch.setattr(embedding_runner, "QUIET_SECONDS", 0.05)
 
 
 @pytest.fixture
