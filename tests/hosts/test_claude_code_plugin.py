@@ -12,7 +12,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ MARKET = "memory-mcp"
 PLUGIN = f"memory-mcp@{MARKET}"
 # A plugin's MCP tools are named after the plugin and the server it declares.
 RETRIEVE = "mcp__plugin_memory-mcp_memory-mcp__retrieve_memory"
+LISTING_TURNS = 60  # at most, half a second apart: the model's wait for the plugin's server
 
 
 def _manifest(name: str) -> dict[str, Any]:
@@ -94,6 +96,7 @@ def host(tmp_path: Path) -> Iterator[PluginHost]:
     user_home.mkdir()
     api = ScriptedAnthropic().start()
     try:
+        api.respond = once_the_server_is_listed(lambda request: "Done.")
         plugin_host = PluginHost(host_command(CLAUDE_CODE), user_home, api)
         # What a user's first session does while Claude Code waits: uv fetches the dependencies
         # (from the package index, as a user's would: on a fresh machine the cache is empty) and
@@ -132,7 +135,7 @@ def test_the_installed_plugin_remembers_across_sessions_in_the_chosen_folder(hos
     (shop / ".git").mkdir(parents=True)
     first = host.session("In this repo we use pnpm, never npm, and the tests run with vitest.", shop)
     assert not any(blocks(request) for request in first), "nothing remembered yet"
-    assert any(tool.get("name") == RETRIEVE for tool in first[-1].get("tools", [])), "the plugin's server, listed"
+    assert offers_retrieve(first[-1]), "the plugin's server, listed"
     assert (home / "users" / "default" / "pages.jsonl").exists(), "the Stop hook stored it in the chosen folder"
 
     later = host.session("Which package manager should I use to add a dependency?", shop)
@@ -153,7 +156,7 @@ def test_with_every_option_left_empty_the_plugin_remembers_in_the_default_folder
     project = host.user_home / "code" / "webshop"
     (project / ".git").mkdir(parents=True)
     first = host.session("In this repo we use pnpm, never npm, and the tests run with vitest.", project)
-    assert any(tool.get("name") == RETRIEVE for tool in first[-1].get("tools", [])), "the server runs on defaults"
+    assert offers_retrieve(first[-1]), "the server runs on defaults"
     assert (host.user_home / ".memory-mcp" / "users" / "default" / "pages.jsonl").exists()
 
 
@@ -173,8 +176,8 @@ def test_with_a_team_server_set_the_plugins_server_and_hooks_use_it_alone(host: 
         shop = host.user_home / "code" / "webshop"
         (shop / ".git").mkdir(parents=True)
         first = host.session("In this repo we use pnpm, never npm, and the tests run with vitest.", shop)
-        assert any(tool.get("name") == RETRIEVE for tool in first[-1].get("tools", [])), "served from the team server"
-        host.api.respond = recall_once
+        assert offers_retrieve(first[-1]), "served from the team server"
+        host.api.respond = once_the_server_is_listed(recall_once)
         later = host.session(
             "Which package manager should I use to add a dependency?", shop, "--allowedTools", RETRIEVE
         )
@@ -188,7 +191,25 @@ def test_with_a_team_server_set_the_plugins_server_and_hooks_use_it_alone(host: 
 
 def recall_once(request: dict[str, Any]) -> Reply:
     """The model calls the plugin's retrieve tool once, where it is offered, then answers."""
-    offered = any(tool.get("name") == RETRIEVE for tool in request.get("tools", []))
-    if offered and not last_tool_results(request):
+    if offers_retrieve(request) and not last_tool_results(request):
         return ToolCall(RETRIEVE, {"query": "package manager pnpm npm"})
     return "Use pnpm."
+
+
+def once_the_server_is_listed(then: Callable[[dict[str, Any]], Reply]) -> Callable[[dict[str, Any]], Reply]:
+    """The model's replies: `then`'s once the plugin's tools are offered; before, a look at the
+    project's files, half a second apart, LISTING_TURNS times at most. Claude Code connects a
+    plugin's server without waiting for it and offers its tools from the next request on: on a
+    loaded machine, a session's first request goes before the server has started."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if offers_retrieve(request) or len(request.get("messages", [])) > 2 * LISTING_TURNS:
+            return then(request)
+        time.sleep(0.5)
+        return ToolCall("Glob", {"pattern": "*"})
+
+    return respond
+
+
+def offers_retrieve(request: dict[str, Any]) -> bool:
+    return any(tool.get("name") == RETRIEVE for tool in request.get("tools", []))
