@@ -24,7 +24,7 @@ multi-hop a hair: the smaller weight keeps every kind of question at least where
 vectors it changes little.
 
 A fresh index given many pages at once (a server's first retrieve for a user) is built in one
-vectorised pass instead, to the same postings: 100k pages in seconds rather than tens of seconds.
+vectorised pass instead (bulk_index), to the same postings.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from memory_mcp.recall.spelling import known_term
 from memory_mcp.recall.terms import index_terms, phrase_pairs, worded_terms
 
 NEIGHBOUR_WEIGHT = 0.5
-OWN_MARK = 2.0**40  # see _build
 # A page from the time a query names counts as holding one more of its terms, this heavily: see
 # bench/relative_dates.py for the measure.
 PERIOD_WEIGHT = 0.5
@@ -145,42 +144,6 @@ def _entry_of(postings: _Pairs, document: int) -> int:
     return bisect_left(range(len(postings) // 2), float(document), key=lambda entry: postings[2 * entry])
 
 
-def _counted_terms(
-    documents: Sequence[tuple[str, str]],
-) -> tuple[Any, Any, dict[str, int], dict[str, tuple[int, Counter[str]]]]:
-    """The documents' own term counts as a sparse matrix (a row a document, a column a term of the
-    vocabulary, numbered in order of appearance), each document's previous one in its thread (-1
-    for none), the vocabulary, and each thread's newest document with its counts."""
-    import numpy as np
-    from scipy import sparse
-
-    size = len(documents)
-    vocabulary: dict[str, int] = {}
-    term_number = vocabulary.setdefault
-    # Compact buffers, not lists: millions of Python ints would double the build's peak memory.
-    columns, counted, row_ends = array("i"), array("i"), array("q", [0])
-    previous = np.full(size, -1, dtype=np.int64)
-    last_by_thread: dict[str, tuple[int, Counter[str]]] = {}
-    for document, (text, thread) in enumerate(documents):
-        counts = Counter(index_terms(text))
-        columns.extend([term_number(term, len(vocabulary)) for term in counts])
-        counted.extend(counts.values())
-        row_ends.append(len(columns))
-        last = last_by_thread.get(thread)
-        if last is not None:
-            previous[document] = last[0]
-        last_by_thread[thread] = (document, counts)
-    own = sparse.csr_matrix(
-        (
-            np.frombuffer(counted, dtype=np.int32).astype(np.float64),
-            np.frombuffer(columns, dtype=np.int32),
-            row_ends,
-        ),
-        shape=(size, len(vocabulary)),
-    )
-    return own, previous, vocabulary, last_by_thread
-
-
 class LexicalIndex:
     """BM25 (Okapi, k1=1.2, b=0.75) over documents numbered 0, 1, 2... in the order added.
 
@@ -229,63 +192,10 @@ class LexicalIndex:
             self.add(text, thread)
 
     def _build(self, documents: Sequence[tuple[str, str]]) -> None:
-        """The postings `add` would make, computed as sparse matrices: with C the documents' own
-        term counts and N the thread-neighbour matrix (NEIGHBOUR_WEIGHT at the previous and the
-        next page of the same thread), the weights are C + N·C. Every weight is a multiple of one
-        half, so the sums are exact in any order and the scores equal those of `add`."""
-        import numpy as np
-        from scipy import sparse
+        """All at once, in one vectorised pass (see bulk_index), to the postings `add` makes."""
+        from memory_mcp.recall.bulk_index import built_state
 
-        size = len(documents)
-        own, previous, vocabulary, last_by_thread = _counted_terms(documents)
-        later = np.flatnonzero(previous >= 0)
-        earlier = previous[later]
-        # Row d of N lends page d the terms of the page before it and of the page after it.
-        neighbours = sparse.csr_matrix(
-            (
-                np.full(2 * len(later), NEIGHBOUR_WEIGHT),
-                (np.concatenate([later, earlier]), np.concatenate([earlier, later])),
-            ),
-            shape=(size, size),
-        )
-        # Own terms are marked by adding OWN_MARK, far above any weight, so that the flag follows
-        # each entry through the sums and conversions below; it is taken off again at the end.
-        by_document = (own + neighbours @ own + (own > 0) * OWN_MARK).tocsr()
-        del own, neighbours
-        own_flags = by_document.data >= OWN_MARK
-        by_document.data[own_flags] -= OWN_MARK
-        lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
-        by_document.data[own_flags] += OWN_MARK
-        terms = list(vocabulary)
-        newest_terms = {
-            thread: [terms[column] for column in by_document.indices[by_document.indptr[d] : by_document.indptr[d + 1]]]
-            for thread, (d, _) in last_by_thread.items()
-        }
-        by_term = by_document.tocsc()
-        del by_document
-        by_term.sort_indices()
-
-        self._lengths = array("d", lengths.tobytes())
-        self._total_length = float(lengths.sum())
-        starts, weights = by_term.indptr, by_term.data
-        pairs = np.empty((len(weights), 2), dtype=np.float32)
-        pairs[:, 0] = by_term.indices
-        del by_term
-        owned = weights >= OWN_MARK
-        pairs[:, 1] = np.where(owned, weights - OWN_MARK, -weights)
-        del weights, owned
-        self._postings = _Postings(terms, starts.astype(np.int64), pairs.ravel())  # views: no copy
-        del pairs
-        # Each thread's newest page, with its place in each of its terms' postings (sorted by
-        # document here), so that the next page `add`s to the thread can lend it terms.
-        self._last_by_thread = {
-            thread: _LastPage(
-                document,
-                counts,
-                {term: _entry_of(self._postings[term], document) for term in newest_terms[thread]},
-            )
-            for thread, (document, counts) in last_by_thread.items()
-        }
+        self._adopt(built_state(documents))
 
     def state(self) -> IndexState:
         """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
@@ -312,11 +222,15 @@ class LexicalIndex:
     def from_state(cls, state: IndexState) -> LexicalIndex:
         """The index `state` was taken from, able to grow as it could."""
         index = cls()
-        index._postings = _Postings(state.terms, state.offsets, state.entries)
-        index._lengths.frombytes(state.lengths)
-        index._total_length = state.total_length
-        index._saved_last = state.newest_by_thread
+        index._adopt(state)
         return index
+
+    def _adopt(self, state: IndexState) -> None:
+        """Hold what `state` holds (an empty index only): its postings where they are, no copy."""
+        self._postings = _Postings(state.terms, state.offsets, state.entries)
+        self._lengths.frombytes(state.lengths)
+        self._total_length = state.total_length
+        self._saved_last = state.newest_by_thread
 
     def _restored_last(self, thread: str) -> _LastPage | None:
         saved = self._saved_last.get(thread)
