@@ -28,8 +28,8 @@ demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
 # pytest keeps its rewrite of each test module's asserts as bytecode; where PYTHONDONTWRITEBYTECODE is set it
-# would rewrite all 195 at every run (5 of test-fast's 11 s of collection), and each process the tests start
-# would compile the package again.
+# would rewrite every test module at every run (about half of test-fast's collection), and each process the
+# tests start would compile the package again.
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 # Everything, then the 15 slowest tests (what CI runs, after `make demo`).
