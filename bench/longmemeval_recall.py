@@ -20,12 +20,13 @@ latency (warm: the user's index loaded first, untimed). Five folds of the questi
 i mod 5) show how much the overall figure moves between subsets: a parameter is chosen on four
 folds and checked on the fifth, never on the overall score alone.
 
-Usage:  .venv/bin/python bench/longmemeval_recall.py [--data PATH] [--limit N | --every K | --ids A,B] [--json]
-                                                     [--settings-json '{...}'] [--data-dir DIR]
+Usage:  .venv/bin/python bench/longmemeval_recall.py [--data PATH] [--limit N | --every K [--start N] | --ids A,B]
+                                                     [--json] [--settings-json '{...}'] [--data-dir DIR]
 With local vectors: --settings-json '{"embeddings": {"backend": "local"}}' --data-dir DIR. The
 vectors of ~250 long exchanges a question take 6-10 minutes on two cores (10-15 hours for all);
 stopped, the same command goes on where it was. --every 5 scores a fifth of the questions spread
-over all question types (the list is ordered by type, so --limit would score the first types only).
+over all question types (the list is ordered by type, so --limit would score the first types only);
+--start 2 with it scores another fifth.
 The data set is read in place; nothing from it is written into this repository (pages go to a
 temporary directory deleted afterwards, or to --data-dir, outside it). Always exits 0: it is a report.
 """
@@ -122,7 +123,9 @@ def paired(turns: Sequence[dict[str, Any]]) -> Iterator[tuple[str, str, bool]]:
             index += 1
 
 
-def load_questions(path: Path, limit: int | None = None, every: int = 1, ids: Sequence[str] = ()) -> list[Question]:
+def load_questions(
+    path: Path, limit: int | None = None, every: int = 1, ids: Sequence[str] = (), start: int = 0
+) -> list[Question]:
     raw = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     questions = []
     for item in raw:
@@ -146,7 +149,7 @@ def load_questions(path: Path, limit: int | None = None, every: int = 1, ids: Se
                 exchanges,
             )
         )
-    questions = [question for question in questions if question.question_id in ids] if ids else questions[::every]
+    questions = [question for question in questions if question.question_id in ids] if ids else questions[start::every]
     return questions[:limit] if limit else questions
 
 
@@ -328,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every", type=int, default=1, help="use every K-th scored question: a sample over all question types"
     )
+    parser.add_argument(
+        "--start", type=int, default=0, help="with --every K, begin at scored question N (from 0): another sample"
+    )
     parser.add_argument("--ids", default="", help="use only these question ids (comma-separated)")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON object")
     parser.add_argument("--settings-json", default="{}", help="extra Settings fields as a JSON object")
@@ -344,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(extra, dict):
             raise ValueError("--settings-json must be a JSON object")
         ids = [part for part in args.ids.split(",") if part]
-        report = run(load_questions(args.data, args.limit, args.every, ids), extra, args.data_dir)
-        report["sample"] = bool(args.limit or args.every != 1 or ids)
+        report = run(load_questions(args.data, args.limit, args.every, ids, args.start), extra, args.data_dir)
+        report["sample"] = bool(args.limit or args.every != 1 or args.start or ids)
     except Exception as exc:  # a report, not a test: say what went wrong and still exit 0
         print(f"longmemeval_recall: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0
@@ -359,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         and names
         and not args.limit
         and args.every == 1
+        and not args.start
         and not args.ids
         and args.data == DEFAULT_DATA
     ):
