@@ -102,10 +102,19 @@ def postings_offsets_running_backwards(data: bytes) -> bytes:
     return sealed(bytes(body))
 
 
+def postings_held_at_another_width_than_said(data: bytes) -> bytes:
+    body, header, end = opened(bytearray(data))
+    (terms_length,) = struct.unpack_from("<I", body, end)
+    flags = end + 4 + terms_length + 8 * (header["terms"] + 1)
+    body[flags] ^= 1  # the first term's documents said wide where they are narrow, or the other way
+    return sealed(bytes(body))
+
+
 def a_thread_term_past_the_terms(data: bytes) -> bytes:
     body, header, end = opened(bytearray(data))
     (terms_length,) = struct.unpack_from("<I", body, end)
-    threads = 8 * (header["terms"] + 1) + 8 * header["entries"] + 8 * header["pages"] + 24 * len(header["threads"])
+    postings = sum(header["postings"])
+    threads = 8 * (header["terms"] + 1) + postings + 8 * header["pages"] + 24 * len(header["threads"])
     struct.pack_into("<i", body, end + 4 + terms_length + threads, header["terms"] + 5)  # the first counted term
     return sealed(bytes(body))
 
@@ -199,7 +208,13 @@ def test_a_damaged_snapshot_is_not_used_and_a_sound_one_takes_its_place(
 
 @pytest.mark.parametrize(
     "damage",
-    [cut_after_its_header, a_header_that_is_a_list, postings_offsets_running_backwards, a_thread_term_past_the_terms],
+    [
+        cut_after_its_header,
+        a_header_that_is_a_list,
+        postings_offsets_running_backwards,
+        postings_held_at_another_width_than_said,
+        a_thread_term_past_the_terms,
+    ],
 )
 def test_a_snapshot_its_writer_got_wrong_is_not_used_either(
     tmp_path: Path, told: pytest.LogCaptureFixture, damage: object

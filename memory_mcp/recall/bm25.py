@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from memory_mcp.recall.fusion import best_of
+from memory_mcp.recall.posting_codec import CompactPostings
 from memory_mcp.recall.spelling import known_term
 from memory_mcp.recall.terms import index_terms, phrase_pairs, worded_terms
 
@@ -67,6 +68,7 @@ class IndexState:
     lengths: bytes | memoryview
     total_length: float
     newest_by_thread: Mapping[str, tuple[int, dict[str, int], dict[str, int]]]  # thread -> (document, counts, slots)
+    compact: CompactPostings | None = None  # where the postings are held compactly (entries then empty)
 
 
 @dataclass(slots=True)
@@ -98,12 +100,26 @@ class _Postings:
     is a term's copied into an array of its own. An array per term up front cost a restart ~0.1 s
     at 24,000 real exchanges (51,000 terms), most of a first retrieve with a saved index."""
 
-    def __init__(self, terms: Sequence[str] = (), offsets: Any = b"\0" * 8, entries: Any = b"") -> None:
-        """`terms[i]`'s pairs are pairs offsets[i]..offsets[i+1] (int64) of `entries` (float32)."""
+    def __init__(
+        self,
+        terms: Sequence[str] = (),
+        offsets: Any = b"\0" * 8,
+        entries: Any = b"",
+        compact: CompactPostings | None = None,
+    ) -> None:
+        """`terms[i]`'s pairs are pairs offsets[i]..offsets[i+1] (int64) of `entries` (float32), or
+        what `compact` gives for term i."""
         self._numbers = dict(zip(terms, range(len(terms))))
         self._ends = memoryview(offsets).cast("B").cast("q")
         self._pairs = memoryview(entries).cast("B").cast("f")
+        self._compact = compact
         self._grown: dict[str, array[float]] = {}
+
+    def flatten(self) -> None:
+        """Hold compact postings as one buffer of pairs, as a built index does (before all are read)."""
+        if self._compact is not None:
+            self._pairs = memoryview(self._compact.flat()).cast("B").cast("f")
+            self._compact = None
 
     def get(self, term: str) -> _Pairs | None:
         grown = self._grown.get(term)
@@ -127,15 +143,17 @@ class _Postings:
         grown = self._grown.get(term)
         if grown is None:
             grown = self._grown[term] = _new_postings()
-            given = self._as_given(term)
+            given = self._as_given(term, keep=False)
             if given is not None:
                 grown.frombytes(given.cast("B"))
         return grown
 
-    def _as_given(self, term: str) -> memoryview[Any] | None:
+    def _as_given(self, term: str, keep: bool = True) -> memoryview[Any] | None:
         number = self._numbers.get(term)
         if number is None:
             return None
+        if self._compact is not None:
+            return self._compact(number, keep)
         return self._pairs[2 * self._ends[number] : 2 * self._ends[number + 1]]
 
 
@@ -199,6 +217,7 @@ class LexicalIndex:
 
     def state(self) -> IndexState:
         """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
+        self._postings.flatten()  # a term at a time would cost a restored index ~10 us a term
         terms = list(self._postings)
         offsets = array("q", [0])
         for term in terms:
@@ -227,7 +246,7 @@ class LexicalIndex:
 
     def _adopt(self, state: IndexState) -> None:
         """Hold what `state` holds (an empty index only): its postings where they are, no copy."""
-        self._postings = _Postings(state.terms, state.offsets, state.entries)
+        self._postings = _Postings(state.terms, state.offsets, state.entries, state.compact)
         self._lengths.frombytes(state.lengths)
         self._total_length = state.total_length
         self._saved_last = state.newest_by_thread

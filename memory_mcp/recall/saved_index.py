@@ -7,9 +7,10 @@ log holds now (a digest of their ids and threads). The pages added since are the
 usual. Anything else (a missing, damaged, stale or foreign snapshot) is not used: the index is
 built from the log, as without snapshots, and a new snapshot is saved.
 
-Layout: MAGIC, a 4-byte length and a JSON header (with the threads' names), the terms (UTF-8, one
-per line), the term offsets (int64), the postings (float32 pairs of document and signed weight),
-the document lengths (float64), each thread's newest page (see _ThreadTable), and the trailer.
+Layout: MAGIC, a 4-byte length and a JSON header (with the threads' names and the postings' part
+sizes), the terms (UTF-8, one per line), the term offsets (int64), the postings (the parts of
+posting_codec.compact: documents and signed weights, decoded a term at a time), the document
+lengths (float64), each thread's newest page (see _ThreadTable), and the trailer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from memory_mcp.base.errors import StorageError
 from memory_mcp.base.framing import framed, unframed
 from memory_mcp.models import Page
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, IndexState, LexicalIndex
+from memory_mcp.recall.posting_codec import PART_COUNT, CompactPostings, compact
 from memory_mcp.recall.terms import index_terms
 from memory_mcp.store import MemoryStore, PageLog, Scope
 from memory_mcp.store.page_sequence import columns_of
@@ -36,8 +38,8 @@ log = logging.getLogger(__name__)
 MAGIC = b"memory-mcp word index\n"
 # 2: postings as float32 (document, weight) pairs; 3: thread entries saved, not searched for;
 # 4: the terms as lines and the threads' newest pages as arrays, not in the JSON header (whose
-# parse took 24 ms of a first retrieve at 10k exchanges)
-FORMAT = 4
+# parse took 24 ms of a first retrieve at 10k exchanges); 5: the postings compact (posting_codec)
+FORMAT = 5
 # Its terms change whenever the tokeniser (stemming, stop words, splitting) does.
 PROBE = "The children's café-visits in Zürich were running late: 3 times in 2023, O'Brien said"
 _LENGTH = struct.Struct("<I")
@@ -148,9 +150,9 @@ def encode(index: LexicalIndex, pages: Sequence[Page]) -> bytes:
     threads = _ThreadTable.encode(state.newest_by_thread, state.terms)
     header["counted"], header["slotted"] = len(threads[3]) // 4, len(threads[5]) // 4
     terms = "\n".join(state.terms).encode()  # a term never holds a line break
-    return framed(
-        MAGIC, header, [_LENGTH.pack(len(terms)), terms, state.offsets, state.entries, state.lengths, *threads]
-    )
+    postings = compact(state.offsets, state.entries)
+    header["postings"] = [len(part) for part in postings]
+    return framed(MAGIC, header, [_LENGTH.pack(len(terms)), terms, state.offsets, *postings, state.lengths, *threads])
 
 
 def decode(data: bytes, pages: Sequence[Page]) -> LexicalIndex:
@@ -186,7 +188,7 @@ def restored(snapshot: Opened, pages: Sequence[Page]) -> LexicalIndex:
         raise UnusableSnapshot("damaged (its terms do not add up)")
     position += terms_length
     names = header["threads"]
-    sizes = [8 * (len(terms) + 1), 8 * header["entries"], 8 * count]
+    sizes = [8 * (len(terms) + 1), *header["postings"], 8 * count]
     sizes += _ThreadTable.sizes(len(names), header["counted"], header["slotted"])
     parts = []
     for size in sizes:
@@ -194,10 +196,11 @@ def restored(snapshot: Opened, pages: Sequence[Page]) -> LexicalIndex:
         position += size
     if position != len(body):
         raise UnusableSnapshot("damaged (its parts do not add up)")
-    offsets, postings, lengths = parts[:3]
-    newest = _ThreadTable(names, terms, parts[3:])
+    offsets, postings, lengths = parts[0], parts[1 : 1 + PART_COUNT], parts[1 + PART_COUNT]
+    newest = _ThreadTable(names, terms, parts[2 + PART_COUNT :])
     newest.check(count, offsets, header["entries"])
-    return LexicalIndex.from_state(IndexState(terms, offsets, postings, lengths, header["total_length"], newest))
+    held = CompactPostings(offsets, postings)
+    return LexicalIndex.from_state(IndexState(terms, offsets, b"", lengths, header["total_length"], newest, held))
 
 
 class SnapshotKeeper:
