@@ -46,10 +46,6 @@ def built_state(documents: Sequence[tuple[str, str]]) -> IndexState:
     by_document.data[own_flags] -= OWN_MARK
     lengths = np.asarray(by_document.sum(axis=1), dtype=np.float64).ravel()
     by_document.data[own_flags] += OWN_MARK
-    newest_columns = {
-        thread: by_document.indices[by_document.indptr[d] : by_document.indptr[d + 1]].copy()
-        for thread, (d, _) in last_by_thread.items()
-    }
     by_term = by_document.tocsc()
     del by_document
     by_term.sort_indices()
@@ -62,26 +58,42 @@ def built_state(documents: Sequence[tuple[str, str]]) -> IndexState:
     pairs[:, 1] = np.where(owned, weights - OWN_MARK, -weights)
     del weights, owned
     terms = list(vocabulary)
+    slots = _newest_slots(pairs[:, 0], size, starts, terms, [d for d, _ in last_by_thread.values()])
     return IndexState(
         terms=terms,
         offsets=starts.tobytes(),
         entries=pairs.ravel().data,  # a view: the postings are not copied again
         lengths=lengths.tobytes(),
         total_length=float(lengths.sum()),
-        # Each thread's newest page, with the place of its entry in each of its terms' postings
-        # (sorted by document), so that the next page added to the thread can lend it terms.
-        newest_by_thread={
-            thread: (
-                document,
-                counts,
-                {
-                    terms[column]: int(np.searchsorted(pairs[starts[column] : starts[column + 1], 0], document))
-                    for column in newest_columns[thread]
-                },
-            )
-            for thread, (document, counts) in last_by_thread.items()
-        },
+        newest_by_thread={thread: (d, counts, slots[d]) for thread, (d, counts) in last_by_thread.items()},
     )
+
+
+def _newest_slots(
+    documents: Any, size: int, starts: Any, terms: list[str], newest: list[int]
+) -> dict[int, dict[str, int]]:
+    """For each thread's newest page, the place of its entry in each of its terms' postings (each
+    term's sorted by document), so that the next page added to the thread can lend it terms.
+    `documents` are the postings' (float32), of `size` pages. All at once: one search per entry
+    cost a 30,000-exchange build 0.3 s."""
+    import numpy as np
+
+    is_newest = np.zeros(size, dtype=bool)
+    is_newest[newest] = True
+    at = np.flatnonzero(is_newest[documents.astype(np.int32)])  # the entries of some thread's newest page
+    term_of = np.searchsorted(starts, at, side="right") - 1
+    page_of = documents[at].astype(np.int64)
+    order = np.argsort(page_of, kind="stable")
+    at, term_of, page_of = at[order], term_of[order], page_of[order]
+    ends = np.flatnonzero(np.diff(page_of, append=-1)) + 1
+    slots: dict[int, dict[str, int]] = {d: {} for d in newest}
+    begin = 0
+    for end in ends.tolist():
+        page = int(page_of[begin])
+        places = (at[begin:end] - starts[term_of[begin:end]]).tolist()
+        slots[page] = dict(zip([terms[t] for t in term_of[begin:end].tolist()], places, strict=True))
+        begin = end
+    return slots
 
 
 def _counted_terms(
