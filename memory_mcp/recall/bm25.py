@@ -95,10 +95,11 @@ def _new_postings() -> array[float]:
 
 
 class _Postings:
-    """Each term's postings (see _new_postings). Those of an index restored or built in one pass
-    stay where they are, in one buffer of all terms' pairs, until a page adds to them; only then
-    is a term's copied into an array of its own. An array per term up front cost a restart ~0.1 s
-    at 24,000 real exchanges (51,000 terms), most of a first retrieve with a saved index."""
+    """Each term's postings (see _new_postings). Those of an index built in one pass stay where
+    they are, in one buffer of all terms' pairs; those of a restored index stay compact and a
+    term's are decoded when first read. Only when a page adds to a term's are they copied into an
+    array of its own. An array per term up front cost a restart ~0.1 s at 24,000 real exchanges
+    (51,000 terms), most of a first retrieve with a saved index."""
 
     def __init__(
         self,

@@ -188,6 +188,8 @@ def restored(snapshot: Opened, pages: Sequence[Page]) -> LexicalIndex:
         raise UnusableSnapshot("damaged (its terms do not add up)")
     position += terms_length
     names = header["threads"]
+    if len(header["postings"]) != PART_COUNT:
+        raise UnusableSnapshot("damaged (its postings are not whole)")
     sizes = [8 * (len(terms) + 1), *header["postings"], 8 * count]
     sizes += _ThreadTable.sizes(len(names), header["counted"], header["slotted"])
     parts = []
