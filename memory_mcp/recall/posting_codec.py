@@ -24,6 +24,15 @@ PART_COUNT = 5
 _ITEM_SIZES = (1, 2, 4, 1, 4)
 
 
+def _wide_entries(flags: Any, counts: Any) -> tuple[Any, Any]:
+    """Which entries, over all terms in order, have their steps and which their weights at full
+    width: each term's flags repeated over its entries."""
+    import numpy as np
+
+    per_entry = np.repeat(flags, counts)
+    return (per_entry & WIDE_STEPS) != 0, (per_entry & WIDE_WEIGHTS) != 0
+
+
 def compact(offsets: Any, entries: Any) -> list[bytes]:
     """The parts that hold `entries` (float32 pairs), the postings of term i being pairs
     offsets[i]..offsets[i+1] (int64)."""
@@ -47,8 +56,7 @@ def compact(offsets: Any, entries: Any) -> list[bytes]:
         flags[counts > 0] = np.where(narrow, 0, WIDE_STEPS) | np.where(
             np.logical_and.reduceat(fits, firsts), 0, WIDE_WEIGHTS
         )
-    per_entry = np.repeat(flags, counts)
-    wide_steps, wide_weights = (per_entry & WIDE_STEPS) != 0, (per_entry & WIDE_WEIGHTS) != 0
+    wide_steps, wide_weights = _wide_entries(flags, counts)
     return [
         flags.tobytes(),
         steps[~wide_steps].astype(np.int16).tobytes(),
@@ -118,14 +126,12 @@ class CompactPostings:
         import numpy as np
 
         starts = np.concatenate([[0], np.cumsum(self._counts)])
-        per_entry = np.repeat(self._flags, self._counts)
+        wide_steps, wide_weights = _wide_entries(self._flags, self._counts)
         steps = np.empty(int(starts[-1]), dtype=np.int64)
-        wide = (per_entry & WIDE_STEPS) != 0
-        steps[~wide], steps[wide] = self._narrow_steps, self._wide_steps
+        steps[~wide_steps], steps[wide_steps] = self._narrow_steps, self._wide_steps
         documents = np.cumsum(steps)
         before = np.concatenate([[0], documents])[starts[:-1]]  # each term's running sum before its first
         pairs = np.empty((len(steps), 2), dtype=np.float32)
         pairs[:, 0] = documents - np.repeat(before, self._counts)
-        wide = (per_entry & WIDE_WEIGHTS) != 0
-        pairs[~wide, 1], pairs[wide, 1] = self._narrow_weights * 0.5, self._wide_weights
+        pairs[~wide_weights, 1], pairs[wide_weights, 1] = self._narrow_weights * 0.5, self._wide_weights
         return pairs.ravel()
