@@ -218,7 +218,9 @@ class LexicalIndex:
 
     def state(self) -> IndexState:
         """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
-        self._postings.flatten()  # a term at a time would cost a restored index ~10 us a term
+        # One pass: a term at a time took 12-15 us a term (30,000 generated exchanges, 3,922 terms:
+        # 45-60 ms, the pass 63-139), which would be ~0.5 s for real conversations' 40,000 terms.
+        self._postings.flatten()
         terms = list(self._postings)
         offsets = array("q", [0])
         for term in terms:
