@@ -181,6 +181,41 @@ def test_a_snapshot_saved_after_a_restart_keeps_the_threads_the_restart_did_not_
     assert found == built_afresh(tmp_path)
 
 
+def held(snapshot: Path, pages: list[Page]) -> tuple[dict[str, list], dict[str, tuple]]:
+    """What a snapshot holds, whatever the order of its entries (pages added one at a time lend
+    their terms to earlier entries later than a build does): each term's (document, weight) pairs,
+    sorted; each thread's newest page, its counts, and the document its slot in each term points at."""
+    state = decode(snapshot.read_bytes(), pages).state()
+    ends = struct.unpack(f"<{len(state.terms) + 1}q", state.offsets)
+    entries = struct.unpack(f"<{len(state.entries) // 4}f", state.entries)
+    postings = {term: entries[2 * ends[n] : 2 * ends[n + 1]] for n, term in enumerate(state.terms)}
+    threads = {
+        thread: (document, counts, {term: postings[term][2 * slot] for term, slot in slots.items()})
+        for thread, (document, counts, slots) in state.newest_by_thread.items()
+    }
+    return {term: sorted(zip(pairs[::2], pairs[1::2], strict=True)) for term, pairs in postings.items()}, threads
+
+
+def test_a_snapshot_saved_after_a_restart_holds_what_one_of_a_fresh_build_holds(tmp_path: Path) -> None:
+    """Threads a page was added to since the restart, threads none was, and a new thread."""
+    snapshot = saved(tmp_path, SIZE)
+    restarted = service_over(tmp_path)
+    more = conversation(20, start=SIZE) + [
+        page.model_copy(update={"thread_id": "new-thread"}) for page in conversation(3, start=SIZE + 20)
+    ]
+    restarted.store.append_pages(USER, more)
+    rankings(restarted)
+    restarted.close()  # saves the restored index, grown by 23
+    pages = service_over(tmp_path).store.read_pages(USER).pages
+    after_restart = held(snapshot, pages)
+    snapshot.unlink()
+
+    found_after_a_start(tmp_path)  # builds from the exchanges and saves
+
+    assert len(after_restart[1]) == 37 + 1
+    assert after_restart == held(snapshot, pages)
+
+
 @pytest.mark.parametrize(
     "damage",
     [

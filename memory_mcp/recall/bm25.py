@@ -55,6 +55,9 @@ BULK_BUILD_MIN_DOCUMENTS = 2000
 MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
 
 
+NewestPage: TypeAlias = tuple[int, dict[str, int], dict[str, int]]  # (document, counts, slots)
+
+
 @dataclass(frozen=True)
 class IndexState:
     """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
@@ -67,8 +70,26 @@ class IndexState:
     entries: bytes | memoryview
     lengths: bytes | memoryview
     total_length: float
-    newest_by_thread: Mapping[str, tuple[int, dict[str, int], dict[str, int]]]  # thread -> (document, counts, slots)
+    newest_by_thread: Mapping[str, NewestPage]
     compact: CompactPostings | None = None  # where the postings are held compactly (entries then empty)
+
+
+class NewestPages(Mapping[str, NewestPage]):
+    """Each thread's newest page: those pages were added to since, over those of `saved` (a
+    restored index's), which are read only when asked for (a snapshot copies them as they are)."""
+
+    def __init__(self, added: dict[str, NewestPage], saved: Mapping[str, NewestPage]) -> None:
+        self.added, self.saved = added, saved
+
+    def __getitem__(self, thread: str) -> NewestPage:
+        return self.added[thread] if thread in self.added else self.saved[thread]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (thread for thread in self.saved if thread not in self.added)
+        yield from self.added
+
+    def __len__(self) -> int:
+        return len(self.saved) + sum(1 for thread in self.added if thread not in self.saved)
 
 
 @dataclass(slots=True)
@@ -179,7 +200,7 @@ class LexicalIndex:
         self._total_length = 0.0
         self._last_by_thread: dict[str, _LastPage] = {}
         # A restored index's newest page per thread, as saved: read for a thread when it grows.
-        self._saved_last: Mapping[str, tuple[int, dict[str, int], dict[str, int]]] = {}
+        self._saved_last: Mapping[str, NewestPage] = {}
         # The last query's reading, keyed by the query and the index's size (see _read_terms).
         self._reading: tuple[tuple[str, int], list[tuple[str, str, str]]] | None = None
 
@@ -231,13 +252,13 @@ class LexicalIndex:
             entries=b"".join(self._postings[term] for term in terms),
             lengths=self._lengths.tobytes(),
             total_length=self._total_length,
-            newest_by_thread={
-                **{thread: saved for thread, saved in self._saved_last.items() if thread not in self._last_by_thread},
-                **{
+            newest_by_thread=NewestPages(
+                {
                     thread: (last.document, dict(last.counts), dict(last.slots))
                     for thread, last in self._last_by_thread.items()
                 },
-            },
+                self._saved_last,
+            ),
         )
 
     @classmethod
