@@ -137,11 +137,11 @@ class _Postings:
         self._compact = compact
         self._grown: dict[str, array[float]] = {}
 
-    def flatten(self) -> None:
-        """Hold compact postings as one buffer of pairs, as a built index does (before all are read)."""
-        if self._compact is not None:
-            self._pairs = memoryview(self._compact.flat()).cast("B").cast("f")
-            self._compact = None
+    def copy(self) -> _PostingsCopy:
+        """The postings as they are now, for flat data made from them later while these change:
+        only the grown ones are copied (the given ones are never written to)."""
+        grown = {term: memoryview(bytes(pairs)).cast("f") for term, pairs in self._grown.items()}
+        return _PostingsCopy(list(self), self._numbers, self._ends, self._pairs, self._compact, grown)
 
     def get(self, term: str) -> _Pairs | None:
         grown = self._grown.get(term)
@@ -177,6 +177,50 @@ class _Postings:
         if self._compact is not None:
             return self._compact(number, keep)
         return self._pairs[2 * self._ends[number] : 2 * self._ends[number + 1]]
+
+
+@dataclass(frozen=True)
+class _PostingsCopy:
+    """What `_Postings.copy` took: the grown terms' pairs, and where the others' lie."""
+
+    terms: list[str]
+    numbers: dict[str, int]
+    ends: memoryview[Any]
+    pairs: memoryview[Any]
+    compact: CompactPostings | None
+    grown: dict[str, memoryview[Any]]
+
+    def flat(self) -> tuple[bytes, bytes]:
+        """The offsets (int64) and entries (float32 pairs) of every term's postings, in term order.
+        Compact ones are decoded in one pass: a term at a time took 12-15 us a term (30,000 generated
+        exchanges, 3,922 terms: 45-60 ms, the pass 63-139), ~0.5 s for real conversations' 40,000."""
+        given = self.pairs if self.compact is None else memoryview(self.compact.flat()).cast("B").cast("f")
+        offsets, chunks = array("q", [0]), []
+        for term in self.terms:
+            number = self.numbers.get(term, -1)
+            chunk = self.grown[term] if term in self.grown else given[2 * self.ends[number] : 2 * self.ends[number + 1]]
+            chunks.append(chunk)
+            offsets.append(offsets[-1] + len(chunk) // 2)
+        return offsets.tobytes(), b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class IndexCopy:
+    """A LexicalIndex as it was when copied, quick to take under the caller's lock; its `state`
+    (the flat data a snapshot saves) is made after, while the index goes on."""
+
+    postings: _PostingsCopy
+    lengths: bytes
+    total_length: float
+    newest_by_thread: NewestPages
+
+    def __len__(self) -> int:
+        return len(self.lengths) // 8
+
+    def state(self) -> IndexState:
+        offsets, entries = self.postings.flat()
+        terms = self.postings.terms
+        return IndexState(terms, offsets, entries, self.lengths, self.total_length, self.newest_by_thread)
 
 
 def _entry_of(postings: _Pairs, document: int) -> int:
@@ -239,20 +283,16 @@ class LexicalIndex:
 
     def state(self) -> IndexState:
         """Everything the index holds, as flat buffers (copies): what a snapshot saves."""
-        # One pass: a term at a time took 12-15 us a term (30,000 generated exchanges, 3,922 terms:
-        # 45-60 ms, the pass 63-139), which would be ~0.5 s for real conversations' 40,000 terms.
-        self._postings.flatten()
-        terms = list(self._postings)
-        offsets = array("q", [0])
-        for term in terms:
-            offsets.append(offsets[-1] + len(self._postings[term]) // 2)
-        return IndexState(
-            terms=terms,
-            offsets=offsets.tobytes(),
-            entries=b"".join(self._postings[term] for term in terms),
-            lengths=self._lengths.tobytes(),
-            total_length=self._total_length,
-            newest_by_thread=NewestPages(
+        return self.copy().state()
+
+    def copy(self) -> IndexCopy:
+        """The index as it is now, for its `state` to be made later. A restored index stays
+        compact: each save decodes what was not grown since, off the caller's lock."""
+        return IndexCopy(
+            self._postings.copy(),
+            self._lengths.tobytes(),
+            self._total_length,
+            NewestPages(
                 {
                     thread: (last.document, dict(last.counts), dict(last.slots))
                     for thread, last in self._last_by_thread.items()
