@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from memory_mcp.recall.fusion import best_of
+from memory_mcp.recall.index_state import IndexCopy, IndexState, NewestPage, NewestPages, PostingsCopy
 from memory_mcp.recall.posting_codec import CompactPostings
 from memory_mcp.recall.spelling import known_term
 from memory_mcp.recall.terms import index_terms, phrase_pairs, worded_terms
@@ -53,43 +54,6 @@ PHRASE_POOL = 15
 # Below this many pages one at a time is quick, and needs no sparse-matrix machinery loaded.
 BULK_BUILD_MIN_DOCUMENTS = 2000
 MAX_DOCUMENTS = 2**24  # documents are numbered exactly in float32 up to here (16.7 million exchanges)
-
-
-NewestPage: TypeAlias = tuple[int, dict[str, int], dict[str, int]]  # (document, counts, slots)
-
-
-@dataclass(frozen=True)
-class IndexState:
-    """A LexicalIndex as flat data: the postings of `terms[i]` are entries offsets[i]..offsets[i+1]
-    of `entries` (float32 pairs, as _Postings holds them); `lengths` (float64) per document; each
-    thread's newest document, with its own term counts and the place of its entry in each term's
-    postings it is in (the next page of the thread lends it terms: into those entries, or new ones)."""
-
-    terms: list[str]
-    offsets: bytes | memoryview  # int64, len(terms) + 1
-    entries: bytes | memoryview
-    lengths: bytes | memoryview
-    total_length: float
-    newest_by_thread: Mapping[str, NewestPage]
-    compact: CompactPostings | None = None  # where the postings are held compactly (entries then empty)
-
-
-class NewestPages(Mapping[str, NewestPage]):
-    """Each thread's newest page: those pages were added to since, over those of `saved` (a
-    restored index's), which are read only when asked for (a snapshot copies them as they are)."""
-
-    def __init__(self, added: dict[str, NewestPage], saved: Mapping[str, NewestPage]) -> None:
-        self.added, self.saved = added, saved
-
-    def __getitem__(self, thread: str) -> NewestPage:
-        return self.added[thread] if thread in self.added else self.saved[thread]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from (thread for thread in self.saved if thread not in self.added)
-        yield from self.added
-
-    def __len__(self) -> int:
-        return len(self.saved) + sum(1 for thread in self.added if thread not in self.saved)
 
 
 @dataclass(slots=True)
@@ -137,11 +101,11 @@ class _Postings:
         self._compact = compact
         self._grown: dict[str, array[float]] = {}
 
-    def copy(self) -> _PostingsCopy:
+    def copy(self) -> PostingsCopy:
         """The postings as they are now, for flat data made from them later while these change:
         only the grown ones are copied (the given ones are never written to)."""
         grown = {term: memoryview(bytes(pairs)).cast("f") for term, pairs in self._grown.items()}
-        return _PostingsCopy(list(self), self._numbers, self._ends, self._pairs, self._compact, grown)
+        return PostingsCopy(list(self), self._numbers, self._ends, self._pairs, self._compact, grown)
 
     def get(self, term: str) -> _Pairs | None:
         grown = self._grown.get(term)
@@ -177,50 +141,6 @@ class _Postings:
         if self._compact is not None:
             return self._compact(number, keep)
         return self._pairs[2 * self._ends[number] : 2 * self._ends[number + 1]]
-
-
-@dataclass(frozen=True)
-class _PostingsCopy:
-    """What `_Postings.copy` took: the grown terms' pairs, and where the others' lie."""
-
-    terms: list[str]
-    numbers: dict[str, int]
-    ends: memoryview[Any]
-    pairs: memoryview[Any]
-    compact: CompactPostings | None
-    grown: dict[str, memoryview[Any]]
-
-    def flat(self) -> tuple[bytes, bytes]:
-        """The offsets (int64) and entries (float32 pairs) of every term's postings, in term order.
-        Compact ones are decoded in one pass: a term at a time took 12-15 us a term (30,000 generated
-        exchanges, 3,922 terms: 45-60 ms, the pass 63-139), ~0.5 s for real conversations' 40,000."""
-        given = self.pairs if self.compact is None else memoryview(self.compact.flat()).cast("B").cast("f")
-        offsets, chunks = array("q", [0]), []
-        for term in self.terms:
-            number = self.numbers.get(term, -1)
-            chunk = self.grown[term] if term in self.grown else given[2 * self.ends[number] : 2 * self.ends[number + 1]]
-            chunks.append(chunk)
-            offsets.append(offsets[-1] + len(chunk) // 2)
-        return offsets.tobytes(), b"".join(chunks)
-
-
-@dataclass(frozen=True)
-class IndexCopy:
-    """A LexicalIndex as it was when copied, quick to take under the caller's lock; its `state`
-    (the flat data a snapshot saves) is made after, while the index goes on."""
-
-    postings: _PostingsCopy
-    lengths: bytes
-    total_length: float
-    newest_by_thread: NewestPages
-
-    def __len__(self) -> int:
-        return len(self.lengths) // 8
-
-    def state(self) -> IndexState:
-        offsets, entries = self.postings.flat()
-        terms = self.postings.terms
-        return IndexState(terms, offsets, entries, self.lengths, self.total_length, self.newest_by_thread)
 
 
 def _entry_of(postings: _Pairs, document: int) -> int:

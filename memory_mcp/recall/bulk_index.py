@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from memory_mcp.recall.bm25 import NEIGHBOUR_WEIGHT, IndexState
+from memory_mcp.recall.bm25 import NEIGHBOUR_WEIGHT
+from memory_mcp.recall.index_state import IndexState
 from memory_mcp.recall.terms import index_terms
 
 OWN_MARK = 2.0**40  # far above any weight: marks a document's own terms through the sums below

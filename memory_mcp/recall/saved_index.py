@@ -27,14 +27,8 @@ from typing import Any
 from memory_mcp.base.errors import StorageError
 from memory_mcp.base.framing import framed, unframed
 from memory_mcp.models import Page
-from memory_mcp.recall.bm25 import (
-    BULK_BUILD_MIN_DOCUMENTS,
-    NEIGHBOUR_WEIGHT,
-    IndexState,
-    LexicalIndex,
-    NewestPage,
-    NewestPages,
-)
+from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, NEIGHBOUR_WEIGHT, LexicalIndex
+from memory_mcp.recall.index_state import IndexState, NewestPage, NewestPages
 from memory_mcp.recall.posting_codec import PART_COUNT, CompactPostings, compact
 from memory_mcp.recall.terms import index_terms
 from memory_mcp.store import MemoryStore, PageLog, Scope
