@@ -115,11 +115,18 @@ class _ThreadTable(Mapping[str, NewestPage]):
             (self._count_ends, self._counted, self._counts),
             (self._slot_ends, self._slotted, self._slots),
         ):
-            sizes: Any = np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0)
+            sizes = _ThreadTable._sizes(ends)
             entries = np.repeat(keep, sizes)
             arrays.append(np.cumsum(sizes[keep], dtype=np.int64).tobytes())
             listed += [np.frombuffer(part, dtype=np.int32)[entries].tobytes() for part in (terms, values)]
         return [name for name in self._number if name not in names], arrays + listed
+
+    @staticmethod
+    def _sizes(ends: memoryview) -> Any:
+        """Each thread's number of entries in the arrays its cumulative `ends` end."""
+        import numpy as np
+
+        return np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0)
 
     def check(self, pages: int, offsets: memoryview, entries: int) -> None:
         """UnusableSnapshot unless every number (and the terms' offsets) points where it may: a
@@ -131,8 +138,7 @@ class _ThreadTable(Mapping[str, NewestPage]):
         if starts[0] != 0 or starts[-1] != entries or (per_term < 0).any():
             raise UnusableSnapshot("damaged (its postings do not add up)")
         for ends, listed in ((self._count_ends, self._counted), (self._slot_ends, self._slotted)):
-            steps = np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0)
-            if (steps < 0).any() or (ends[-1] if ends else 0) != len(listed):
+            if (_ThreadTable._sizes(ends) < 0).any() or (ends[-1] if ends else 0) != len(listed):
                 raise UnusableSnapshot("damaged (its threads do not add up)")
         documents = np.frombuffer(self._documents, dtype=np.int64)
         counted, slotted = (np.frombuffer(part, dtype=np.int32) for part in (self._counted, self._slotted))
