@@ -1,10 +1,15 @@
-"""Postings stored compactly come back exactly, whatever their steps and weights."""
+"""Postings stored compactly come back exactly, whatever their steps and weights, and a restored
+index holding them saves them as it holds them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
+from memory_mcp.recall import index_state
+from memory_mcp.recall.bm25 import LexicalIndex
 from memory_mcp.recall.posting_codec import CompactPostings, compact
 
 
@@ -63,3 +68,32 @@ def test_parts_that_do_not_hold_what_the_offsets_say_are_refused(cut: int) -> No
 
     with pytest.raises(ValueError, match="postings"):
         CompactPostings(offsets, parts)
+
+
+@pytest.mark.parametrize("added", [0, 40, 400])
+@pytest.mark.parametrize("per_term_cost", [0, 10**12], ids=["term by term", "in one pass"])
+def test_a_restored_index_saves_what_it_holds_however_its_compact_postings_are_decoded(
+    monkeypatch: pytest.MonkeyPatch, added: int, per_term_cost: int
+) -> None:
+    """A save decodes the postings not grown since the restart: one term at a time or all at once,
+    the snapshot's postings are those of the same index restored from uncompacted postings."""
+    monkeypatch.setattr(index_state, "TERM_DECODE_IN_ENTRIES", per_term_cost)
+    rng = np.random.default_rng(5)
+    words = [f"w{n}" for n in range(300)]
+    pages = [(" ".join(rng.choice(words, 12)), f"t{n % 37}") for n in range(2400 + added)]
+    built = LexicalIndex()
+    built.extend(pages[:2400])
+    state = built.state()
+    held = CompactPostings(state.offsets, compact(state.offsets, state.entries))
+    restored = {
+        "compact": LexicalIndex.from_state(dataclasses.replace(state, entries=b"", compact=held)),
+        "as pairs": LexicalIndex.from_state(state),
+    }
+    for index in restored.values():
+        index.extend(pages[2400:])
+
+    saved = {name: index.copy().state() for name, index in restored.items()}
+
+    assert saved["compact"].terms == saved["as pairs"].terms
+    assert bytes(saved["compact"].offsets) == bytes(saved["as pairs"].offsets)
+    assert bytes(saved["compact"].entries) == bytes(saved["as pairs"].entries)

@@ -75,6 +75,7 @@ class CompactPostings:
         import numpy as np
 
         self._counts: Any = np.diff(np.frombuffer(offsets, dtype=np.int64))
+        self.entry_count = int(self._counts.sum())
         if len(parts) != PART_COUNT or any(len(part) % size for part, size in zip(parts, _ITEM_SIZES, strict=True)):
             raise ValueError("its postings are not whole")
         self._flags = np.frombuffer(parts[0], dtype=np.uint8)
@@ -99,12 +100,14 @@ class CompactPostings:
         """Term `number`'s pairs, kept for the next call unless not `keep` (the caller copies them)."""
         decoded = self._decoded.pop(number, None)
         if decoded is None:
-            decoded = memoryview(self._decode(number))
+            decoded = memoryview(self.decode(number))
         if keep:
             self._decoded[number] = decoded
         return decoded
 
-    def _decode(self, number: int) -> Any:
+    def decode(self, number: int) -> Any:
+        """Term `number`'s pairs as a float32 array, decoded anew: reads nothing a search writes,
+        so a save may call it on its own thread."""
         import numpy as np
 
         count, flag = int(self._counts[number]), int(self._flags[number])
