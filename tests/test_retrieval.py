@@ -517,3 +517,19 @@ def test_fact_similarity_is_scikit_learns_tfidf_cosine() -> None:
 def test_facts_without_a_word_between_them_rank_by_confidence() -> None:
     ranked = rank_by_similarity_and_confidence(["...", "the a"], [0.9, 0.7], "the a", 0.5, 0.5)
     assert ranked == [(0, 0.9), (1, 0.7)]
+
+
+def test_a_pages_own_words_count_for_it_however_its_thread_interleaves_with_others() -> None:
+    """A page lent a term by its thread's next page gets that entry after later pages of other
+    threads: the term's postings are then out of document order, and must still be read right."""
+    pages = conversation(BULK_BUILD_MIN_DOCUMENTS + 100, seed=5)
+    by_page = one_by_one(pages)
+    bulk = LexicalIndex()
+    bulk.extend(pages)
+    documents = list(range(len(pages)))
+
+    for query in ["w1", "w17 w250", "hiking"]:
+        wanted = set(index_terms(query))
+        own = by_page.own_scores(query, documents)
+        assert [score > 0 for score in own] == [bool(wanted & set(index_terms(text))) for text, _ in pages], query
+        assert own == pytest.approx(bulk.own_scores(query, documents)), query

@@ -24,14 +24,14 @@ multi-hop a hair: the smaller weight keeps every kind of question at least where
 vectors it changes little.
 
 A fresh index given many pages at once (a server's first retrieve for a user) is built in one
-vectorised pass instead (bulk_index), to the same postings.
+vectorised pass instead (bulk_index), to the same entries (in document order, where `add` appends a
+page's entry for a term its thread's next page lends it when that page comes).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,8 +70,9 @@ _Pairs: TypeAlias = "array[float] | memoryview[Any]"
 
 
 def _new_postings() -> array[float]:
-    """A term's postings: one float32 array of (document, weight) pairs, documents ascending, the
-    weight negative where the document holds the term only through a neighbour. One array per
+    """A term's postings: one float32 array of (document, weight) pairs, in the order they were
+    made (a page's entry for a term lent by its thread's next page comes after later pages of other
+    threads), the weight negative where the document holds the term only through a neighbour. One array per
     term, not three, and four bytes a number: an index of a hundred exchanges holds some 1,500
     terms, and the objects around small postings cost more than the postings themselves (0.66 MB
     per such user with three arrays). Both numbers are exact in float32: weights are multiples
@@ -141,11 +142,6 @@ class _Postings:
         if self._compact is not None:
             return self._compact(number, keep)
         return self._pairs[2 * self._ends[number] : 2 * self._ends[number + 1]]
-
-
-def _entry_of(postings: _Pairs, document: int) -> int:
-    """The place of `document`'s entry in a term's postings (or where it would go)."""
-    return bisect_left(range(len(postings) // 2), float(document), key=lambda entry: postings[2 * entry])
 
 
 class LexicalIndex:
@@ -306,20 +302,28 @@ class LexicalIndex:
         """BM25 of `query` over these documents' own words alone: what each page itself says of
         the query, without the terms its thread's neighbours lend it for ranking (a floor on
         relevance must not show a page for words it does not hold)."""
+        import numpy as np
+
         count = len(self._lengths)
         if not count:
             return [0.0] * len(documents)
         average = self._total_length / count
+        asked = np.asarray(documents, dtype=np.float32)  # exact: documents stay below MAX_DOCUMENTS
         scores = [0.0] * len(documents)
         for term in self.query_terms(query):
             postings = self._postings.get(term)
             if postings is None:
                 continue
+            # Not searched by document: a page lent a term by its thread's next page gets its entry
+            # after later pages of other threads (the postings are in the order entries were made).
+            pairs = np.frombuffer(postings, dtype=np.float32).reshape(-1, 2)
+            held = pairs[np.isin(pairs[:, 0], asked) & (pairs[:, 1] > 0)]
+            del pairs  # release the buffer export before the array may grow again
+            own = dict(zip(held[:, 0].astype(int).tolist(), held[:, 1].tolist(), strict=True))
             idf = self._idf(term)
             for slot, document in enumerate(documents):
-                entry = _entry_of(postings, document)
-                if entry < len(postings) // 2 and postings[2 * entry] == document and postings[2 * entry + 1] > 0:
-                    weight = postings[2 * entry + 1]
+                weight = own.get(document)
+                if weight is not None:
                     norm = self.K1 * (1 - self.B + self.B * self._lengths[document] / average)
                     scores[slot] += idf * weight * (self.K1 + 1) / (weight + norm)
         return scores
