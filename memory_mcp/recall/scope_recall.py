@@ -12,8 +12,9 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -182,9 +183,8 @@ class PageRecall:
         given (pages with vectors of `vector_model`). Each session returned counts a visit."""
         if among_first <= len(exclude) or not request.query.strip():
             return []
-        cache = self.cache(scope, page_log)
         weight = self.settings.heat_ranking_weight
-        with cache.lock:
+        with self._current(scope, page_log) as cache:
             archive = None if request.include_archived else self._searchable(cache, document)
             eligible = _eligible(among_first, [within, archive], exclude)
             wanted = request.max_results * (3 if weight else 1)
@@ -264,8 +264,7 @@ class PageRecall:
 
     def respelled(self, scope: Scope, page_log: PageLog, query: str) -> str:
         """`query` as its vector is computed from: its misspelt words written as pages hold them."""
-        cache = self.cache(scope, page_log)
-        with cache.lock:
+        with self._current(scope, page_log) as cache:
             return respelled(query, cache.index.typos(query))
 
     def fact_relevance(
@@ -295,8 +294,7 @@ class PageRecall:
     ) -> list[tuple[int, float]]:
         """Rank every page (recent and archived ones too) without counting a visit: for a person
         looking through their own memory."""
-        cache = self.cache(scope, page_log)
-        with cache.lock:
+        with self._current(scope, page_log) as cache:
             return cache.index.search(query, limit, among_first=among_first)
 
     def _entry(self, scope: Scope) -> _ScopeCache:
@@ -350,6 +348,14 @@ class PageRecall:
 
     def cache(self, scope: Scope, page_log: PageLog) -> _ScopeCache:
         """The scope's cache, brought up to date with the page log."""
+        with self._current(scope, page_log) as cache:
+            return cache
+
+    @contextmanager
+    def _current(self, scope: Scope, page_log: PageLog) -> Iterator[_ScopeCache]:
+        """The scope's cache brought up to date with `page_log`, its lock held until the caller is
+        done: a log read by another caller meanwhile cannot swap the index between the two (its
+        positions would be read as this log's pages)."""
         cache = self._entry(scope)
         with cache.lock:
             if cache.generation != page_log.generation:
@@ -363,7 +369,7 @@ class PageRecall:
             if self._snapshots.worth_saving(cache.saved_pages, len(cache.index)):
                 cache.saved_pages = len(cache.index)
                 self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
-        return cache
+            yield cache
 
     def keep_index(self, scope: Scope, added: int) -> None:
         """After `added` pages were written to the scope: bring its index up to date and save it
