@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from memory_mcp.recall import bm25
 from memory_mcp.recall.bm25 import BULK_BUILD_MIN_DOCUMENTS, LexicalIndex
 from memory_mcp.recall.fact_ranking import rank_by_similarity_and_confidence
 from memory_mcp.recall.fusion import lexical_share
@@ -533,3 +534,20 @@ def test_a_pages_own_words_count_for_it_however_its_thread_interleaves_with_othe
         own = by_page.own_scores(query, documents)
         assert [score > 0 for score in own] == [bool(wanted & set(index_terms(text))) for text, _ in pages], query
         assert own == pytest.approx(bulk.own_scores(query, documents)), query
+
+
+def test_a_page_past_the_most_an_index_holds_is_refused_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25, "MAX_DOCUMENTS", 3)
+    index = one_by_one([("hiking in may", "a"), ("the lake", "a"), ("boats", "a")])
+    before = index.copy().state()
+
+    with pytest.raises(ValueError, match="at most 3"):
+        index.add("kayak rental", "a")
+
+    after = index.copy().state()
+    assert (after.terms, bytes(after.offsets), bytes(after.entries), bytes(after.lengths)) == (
+        before.terms,
+        bytes(before.offsets),
+        bytes(before.entries),
+        bytes(before.lengths),
+    )

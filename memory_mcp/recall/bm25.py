@@ -169,8 +169,10 @@ class LexicalIndex:
 
     def add(self, text: str, thread: str = "") -> None:
         """Index the next document; `thread` names whose neighbour it is."""
-        counts = Counter(index_terms(text))
         document = len(self._lengths)
+        if document >= MAX_DOCUMENTS:  # before the thread's previous page is lent anything
+            raise ValueError(f"an index holds at most {MAX_DOCUMENTS} exchanges")
+        counts = Counter(index_terms(text))
         previous = self._last_by_thread.get(thread) or self._restored_last(thread)
         weights: dict[str, float] = dict(counts)
         if previous is not None:
@@ -250,8 +252,6 @@ class LexicalIndex:
         self._total_length += added
 
     def _post(self, term: str, document: int, weight: float, own: bool) -> int:
-        if document >= MAX_DOCUMENTS:
-            raise ValueError(f"an index holds at most {MAX_DOCUMENTS} exchanges")
         postings = self._postings.growable(term)
         postings.append(document)
         postings.append(weight if own else -weight)
