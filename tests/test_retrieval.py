@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from memory_mcp.recall import bm25
@@ -334,7 +335,8 @@ def test_an_answer_is_found_by_the_words_of_the_question_before_it() -> None:
     alone = LexicalIndex()
     for text in ("where did you go on holiday?", "we went to the lake in june"):
         alone.add(text, thread="chat")
-    assert {number for number, _ in alone.search("holiday", limit=3, exclude=[0])} == {1}, (
+    recent_left_out = np.array([False, True])
+    assert {number for number, _ in alone.search("holiday", limit=3, allowed=recent_left_out)} == {1}, (
         "with the question itself left out (it is among the recent pages), its answer is found"
     )
 

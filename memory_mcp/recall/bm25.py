@@ -263,19 +263,18 @@ class LexicalIndex:
         limit: int,
         among_first: int | None = None,
         allowed: Any = None,
-        exclude: Sequence[int] = (),
         period: Any = None,
     ) -> list[tuple[int, float]]:
         """Best `limit` documents for `query` as (number, score), best first; zero scores omitted.
 
         `among_first` restricts the answer to documents numbered below it; `allowed`, a boolean
-        numpy array over the first documents, to those marked True; `exclude` leaves those out.
+        numpy array over the first documents, to those marked True.
         `period`, a boolean array like `allowed`, marks the documents from a time the query names:
         they score as if they held one more query term, whose rarity is that of the period.
         """
         if limit <= 0:
             return []
-        return best_of(self.scores(query, among_first, allowed, exclude, period), limit)
+        return best_of(self.scores(query, among_first, allowed, period), limit)
 
     def with_phrases(self, scores: Any, query: str, texts_of: Callable[[list[int]], list[str]]) -> Any:
         """`scores` (as `scores` gives them), the best PHRASE_POOL documents lifted by the query's
@@ -373,7 +372,6 @@ class LexicalIndex:
         query: str,
         among_first: int | None = None,
         allowed: Any = None,
-        exclude: Sequence[int] = (),
         period: Any = None,
     ) -> Any:
         """Every candidate document's score for `query` (as `search` has it), as a numpy array."""
@@ -410,10 +408,6 @@ class LexicalIndex:
             covered = min(len(allowed), candidates)
             scores[:covered][~allowed[:covered]] = 0.0
             holds_a_term[:covered] &= allowed[:covered]
-        left_out = [number for number in exclude if number < candidates]
-        if left_out:
-            scores[left_out] = 0.0
-            holds_a_term[left_out] = False
         if holds_a_term.any():  # pages that hold query terms themselves: only they may score
             scores[~holds_a_term] = 0.0
         return scores
