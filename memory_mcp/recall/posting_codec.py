@@ -68,7 +68,7 @@ def compact(offsets: Any, entries: Any) -> list[bytes]:
 
 class CompactPostings:
     """Each term's postings as float32 (document, weight) pairs, decoded from the parts `compact`
-    made when first asked for and then kept (a term's, or all of them at once with `flat`)."""
+    made: a term's when first asked for, then kept; anew by `decode`; all at once by `flat`."""
 
     def __init__(self, offsets: Any, parts: list[Any]) -> None:
         """ValueError unless the parts hold what the offsets say, no more and no less."""

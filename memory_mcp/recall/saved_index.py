@@ -129,8 +129,9 @@ class _ThreadTable(Mapping[str, NewestPage]):
         return np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0)
 
     def check(self, pages: int, offsets: memoryview, entries: int) -> None:
-        """UnusableSnapshot unless every number (and the terms' offsets) points where it may: a
-        file whose checksum holds but whose writer erred must not fail a retrieve later."""
+        """UnusableSnapshot unless the terms' offsets and the threads' numbers point where they may:
+        a file whose checksum holds but whose writer erred must not fail a retrieve later. The
+        postings' document numbers are not read here (that would decode them all at a start)."""
         import numpy as np
 
         starts = np.frombuffer(offsets, dtype=np.int64)
@@ -254,8 +255,8 @@ class SnapshotKeeper:
 
     A log of fewer than MIN_PAGES pages is indexed faster than a snapshot is checked; above it,
     an index is saved once built, again each time REFRESH_PAGES more pages were indexed, and at
-    close if it grew at all, in the background (the encoding under the scope's lock, the writing
-    outside it)."""
+    close if it grew at all, in the background (a copy of the index taken under the scope's lock, the
+    encoding and the writing outside it)."""
 
     MIN_PAGES = BULK_BUILD_MIN_DOCUMENTS
     REFRESH_PAGES = 500
@@ -267,8 +268,8 @@ class SnapshotKeeper:
 
     def read_ahead(self, scope: Scope) -> Future[Opened | None]:
         """Start reading the scope's saved index and checking its checksum on a thread of its own,
-        for a `saved_index` to come: a first retrieve reads it while the log is read (at 100k, 72 MB
-        of float32 postings and 100,000 exchanges' fields: ~0.2 s less than one after the other)."""
+        for a `saved_index` to come: a first retrieve reads it while the log is read (at 100k, then 72
+        MB of float32 postings and 100,000 exchanges' fields: ~0.2 s less than one after the other)."""
         ahead: Future[Opened | None] = Future()
 
         def read() -> None:

@@ -5,7 +5,7 @@ Measured on LoCoMo conversations, each step raises recall of the right exchange:
 function words keeps "what did she do" from matching every page, and stemming lets "hiking"
 find "hiked". Accents on Latin letters are folded away, as people often leave them out when
 they type ("Zurich creme brulee" finds "Zürich crème brûlée"). Neighbouring terms within a clause
-make the word pairs that recall looks for in the best pages (retrieval.LexicalIndex.with_phrases).
+make the word pairs that recall looks for in the best pages (bm25.LexicalIndex.with_phrases).
 """
 
 from __future__ import annotations
