@@ -372,3 +372,30 @@ def test_an_index_read_ahead_of_exchanges_erased_meanwhile_finds_none_of_them(tm
 
     assert result.retrieved_pages and violin not in {page.page_id for page in result.retrieved_pages}
     assert found_after_a_start(tmp_path) == built_afresh(tmp_path)
+
+
+def test_pages_indexed_while_a_save_was_under_way_are_saved_at_close(tmp_path: Path) -> None:
+    """A save asked for while another of the same memory is still writing is not started: the
+    pages it would have held count as unsaved, and the close saves them."""
+    service = service_over(tmp_path)
+    writing, release = threading.Event(), threading.Event()
+    write = service.store.write_index_snapshot
+
+    def slow_first_write(scope: Scope, data: bytes, generation: int) -> bool:
+        if not writing.is_set():
+            writing.set()
+            release.wait(timeout=60)
+        return write(scope, data, generation)
+
+    service.store.write_index_snapshot = slow_first_write  # type: ignore[method-assign]
+    service.store.append_pages(USER, conversation(SIZE))
+    rankings(service)  # builds the index and starts saving it
+    assert writing.wait(timeout=60)
+    more = conversation(SnapshotKeeper.REFRESH_PAGES, start=SIZE)
+    service.store.append_pages(USER, more)
+    rankings(service)  # worth another save, while the first is still writing
+    release.set()
+    service.close()
+
+    pages = service_over(tmp_path).store.read_pages(USER).pages
+    assert len(decode((tmp_path / "users" / "alice" / INDEX_FILE).read_bytes(), pages)) == SIZE + len(more)

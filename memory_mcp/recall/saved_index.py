@@ -321,17 +321,19 @@ class SnapshotKeeper:
         passed = pages // self.REFRESH_PAGES > (pages - added) // self.REFRESH_PAGES
         return passed or not self.store.has_index_snapshot(scope)
 
-    def save_soon(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> None:
-        """Save the index in the background, unless a save of this scope is under way."""
+    def save_soon(self, scope: Scope, lock: threading.Lock, index: LexicalIndex, page_log: PageLog) -> bool:
+        """Save the index in the background, unless a save of this scope is under way; whether it
+        was started."""
         with self._guard:
             running = self._saving.get(scope)
             if running is not None and running.is_alive():
-                return
+                return False
             worker = threading.Thread(
                 target=self.save, args=(scope, lock, index, page_log), name="index-snapshot", daemon=True
             )
             self._saving[scope] = worker
         worker.start()
+        return True
 
     def wait(self) -> None:
         """Let saves under way finish (a process that exits kills a daemon thread mid-write)."""

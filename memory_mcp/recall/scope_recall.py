@@ -366,9 +366,11 @@ class PageRecall:
             pages = page_log.pages
             cache.index.extend([(_page_text(page), thread_key(page)) for page in pages[len(cache.index) : len(pages)]])
             cache.sessions.catch_up(page_log.generation, pages[: len(cache.index)])
-            if self._snapshots.worth_saving(cache.saved_pages, len(cache.index)):
+            # Counted as saved once a save is started: one under way leaves it to the next chance.
+            if self._snapshots.worth_saving(cache.saved_pages, len(cache.index)) and self._snapshots.save_soon(
+                scope, cache.lock, cache.index, page_log
+            ):
                 cache.saved_pages = len(cache.index)
-                self._snapshots.save_soon(scope, cache.lock, cache.index, page_log)
             yield cache
 
     def keep_index(self, scope: Scope, added: int) -> None:
