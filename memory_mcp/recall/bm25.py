@@ -71,12 +71,12 @@ _Pairs: TypeAlias = "array[float] | memoryview[Any]"
 
 def _new_postings() -> array[float]:
     """A term's postings: one float32 array of (document, weight) pairs, in the order they were
-    made (a page's entry for a term lent by its thread's next page comes after later pages of other
-    threads), the weight negative where the document holds the term only through a neighbour. One array per
-    term, not three, and four bytes a number: an index of a hundred exchanges holds some 1,500
-    terms, and the objects around small postings cost more than the postings themselves (0.66 MB
-    per such user with three arrays). Both numbers are exact in float32: weights are multiples
-    of one half, and documents stay below MAX_DOCUMENTS."""
+    made (a page's entry for a term lent by its thread's next page comes after later pages of
+    other threads), the weight negative where the document holds the term only through a
+    neighbour. One array per term, not three, and four bytes a number: an index of a hundred
+    exchanges holds some 1,500 terms, and the objects around small postings cost more than the
+    postings themselves (0.66 MB per such user with three arrays). Both numbers are exact in
+    float32: weights are multiples of one half, and documents stay below MAX_DOCUMENTS."""
     return array("f")
 
 

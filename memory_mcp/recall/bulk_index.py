@@ -2,11 +2,12 @@
 server's first retrieve for a user): 100k pages in seconds rather than the tens of seconds of
 adding them one by one.
 
-The postings hold the entries LexicalIndex.add would make, in document order (add appends a page's
-entry for a term its thread's next page lends it only when that page comes), computed as sparse
-matrices: with C the documents' own term counts and N the thread-neighbour matrix (NEIGHBOUR_WEIGHT
-at the previous and the next page of the same thread), the weights are C + N·C. Every weight is a multiple of one
-half, so the sums are exact in any order and the scores equal those of `add`.
+The postings hold the entries LexicalIndex.add would make, in document order (add appends a
+page's entry for a term its thread's next page lends it only when that page comes), computed as
+sparse matrices: with C the documents' own term counts and N the thread-neighbour matrix
+(NEIGHBOUR_WEIGHT at the previous and the next page of the same thread), the weights are C + N·C.
+Every weight is a multiple of one half, so the sums are exact in any order and the scores equal
+those of `add`.
 """
 
 from __future__ import annotations
