@@ -1345,6 +1345,20 @@ def test_a_saved_word_index_lives_only_as_long_as_the_log_it_was_made_from(backe
     assert backend.store().read_index_snapshot(USER) is None
 
 
+def test_a_word_index_of_forgotten_memory_never_lands_in_memory_begun_again_without_exchanges(
+    backend: Backend,
+) -> None:
+    store = backend.store()
+    store.append_pages(USER, [make_page(n) for n in range(3)])
+    stale = store.read_pages(USER).generation
+    other = backend.store()  # another process forgets the user, who then states a fact: no exchange yet
+    other.erase(USER)
+    other.write_document(USER, MemoryDocument())
+
+    assert not store.write_index_snapshot(USER, b"index of the forgotten exchanges", stale)
+    assert backend.store().read_index_snapshot(USER) is None
+
+
 def test_page_count_is_the_length_of_the_log_without_loading_it(backend: Backend) -> None:
     store = backend.store()
     assert store.page_count(USER) == 0

@@ -88,8 +88,7 @@ class PageLogFiles:
                 with opened_for_reading(path) as fd:
                     self.catch_up(fd, path, state, scope)
             except FileNotFoundError:
-                if state.log is None or state.log.identity != (0, b""):
-                    state.log = LogCache(identity=(0, b""))
+                _no_log(state)
             assert state.log is not None
             page_log = PageLog(state.log.generation, state.log.pages)
             draft = _directory_draft(state.log, new_pages=DIRECTORY_MIN_PAGES)
@@ -110,11 +109,13 @@ class PageLogFiles:
                 return LogCache(identity=(0, b""))
 
     def ids_held(self, state: ScopeState, scope: Scope, path: Path) -> Sequence[str]:
-        """The ids of the pages in the log at `path` now (held: log locks)."""
+        """The ids of the pages in the log at `path` now (held: log locks). No log: none, and the
+        state says so (a new generation if it held one), as a read would."""
         try:
             with opened_for_reading(path) as fd:
                 self.catch_up(fd, path, state, scope)
         except FileNotFoundError:
+            _no_log(state)
             return []
         assert state.log is not None
         return state.log.pages.ids
@@ -297,6 +298,13 @@ def _directory_draft(cache: LogCache | None, new_pages: int) -> _DirectoryDraft 
         return None
     cache.directory_pages = count
     return _DirectoryDraft(cache.pages, count, cache.end, cache.host_memory_end, cache.digest.copy(), cache.identity[0])
+
+
+def _no_log(state: ScopeState) -> None:
+    """The scope has no log file (erased, or never written): its cache says so, with a generation
+    of its own unless it said so already, so that nothing made from a log read before matches it."""
+    if state.log is None or state.log.identity != (0, b""):
+        state.log = LogCache(identity=(0, b""))
 
 
 def _log_from_start(
