@@ -23,7 +23,7 @@ from stdio_helpers import RawServer, server_env
 from memory_mcp.base.errors import MemoryGone
 from memory_mcp.base.settings import Settings
 from memory_mcp.memory.sessions import RETRIEVALS_PER_SAVE
-from memory_mcp.models import AddFactRequest, ExportRequest, ForgetRequest, RetrieveMemoryRequest
+from memory_mcp.models import AddFactRequest, ExportRequest, ForgetRequest, Page, RetrieveMemoryRequest
 from memory_mcp.service.memory_service import MemoryService
 from memory_mcp.store import Scope
 from memory_mcp.store.files.backend import JsonStore
@@ -217,6 +217,53 @@ def test_an_erase_killed_at_any_file_operation_leaves_all_or_nothing_and_the_nex
     print(
         f"\nerase: {kill_point - 1} kill points, outcomes {outcomes.count('whole')} whole / {outcomes.count('gone')} gone"
     )
+
+
+EXCHANGE_KILL_SWITCH = KILL_SWITCH.replace(
+    'main(["forget", "alice", "--yes"])', 'main(["forget", "alice", "--exchange", sys.argv[2], "--yes"])'
+)
+
+
+def test_an_exchange_erase_killed_at_any_file_operation_never_leaves_its_words_in_a_saved_index(
+    tmp_path: Path,
+) -> None:
+    """The saved word index holds the erased exchange's words: wherever the erase is cut short,
+    once the log no longer holds the exchange, no saved index of the old log is left beside it,
+    and the next start finishes the erase."""
+    kill_point = 0
+    while True:
+        kill_point += 1
+        home = tmp_path / f"kill-{kill_point}"
+        store = JsonStore(home)
+        scope = Scope("alice")
+        store.append_pages(scope, [page(n) for n in range(3)])
+        store.write_document(scope, store.read_document(scope))
+        assert store.write_index_snapshot(scope, b"words: zanzibar", store.read_pages(scope).generation)
+        run = subprocess.run(
+            [sys.executable, "-c", EXCHANGE_KILL_SWITCH.format(root=str(PROJECT_ROOT)), str(kill_point), "page_1"],
+            env=server_env(home), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        log = (home / "users" / "alice" / "pages.jsonl").read_bytes()
+        snapshot = JsonStore(home).read_index_snapshot(scope)
+        assert b"zanzibar" in log or snapshot is None, f"kill at operation {kill_point}: the old index outlived its log"
+
+        restarted = JsonStore(home)
+        restarted.read_document(scope)  # finishes an erase cut short
+        erased = "page_1" not in restarted.read_pages(scope).pages.ids
+        assert erased or run.returncode == 137, run.stderr[-2000:]
+        if erased:
+            assert b"zanzibar" not in (home / "users" / "alice" / "pages.jsonl").read_bytes()
+            assert restarted.read_index_snapshot(scope) is None, f"kill at operation {kill_point}: index kept"
+        if run.returncode == 0:
+            break
+        assert run.returncode == 137, run.stderr[-2000:]
+        assert kill_point < 100, "the erase never completed"
+    print(f"\nexchange erase: {kill_point - 1} kill points")
+
+
+def page(number: int) -> Page:
+    said = "we sailed to zanzibar" if number == 1 else f"exchange {number}"
+    return Page(page_id=f"page_{number}", user_input=said, agent_response="ok", timestamp="2025-01-01T00:00:00Z")
 
 
 # --- an import that replaces memory, killed half-way ----------------------------------------------

@@ -87,6 +87,7 @@ class PageErasure:
         files = self._scopes.layout.files(scope)
         with self._scopes.holding_log(state, scope):
             _, aside = self._written_without(state, scope, files, set(document.analysis.erasing))
+            _drop_derived(files.directory)  # also where the crash came after the log was put in place
             _put_in_place(state, aside)
         log.warning("finished erasing %d exchanges of %s", len(document.analysis.erasing), scope.describe())
         return write_document(state, files.memory, lambda d: marked(d, []))
@@ -116,14 +117,21 @@ class PageErasure:
 
 def _put_in_place(state: ScopeState, aside: list[tuple[Path, Path]]) -> None:
     for temp, target in aside:
-        put_in_place(temp, target)
+        if target.name == PAGES_FILE:
+            # Before the log: a crash between the two must not leave the old log's saved index and
+            # page directory beside the new log (a scrub keeps the ids they are checked against).
+            _drop_derived(target.parent)
+        put_in_place(temp, target)  # its directory synced: the removals above land with it
         remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
         if target.name == PAGES_FILE:
             let_go_of_log(state)  # read again: a new file, a new generation
-            # They hold the erased pages' words, and their ids and timestamps: a directory
-            # written aside (a save under way, or one a crash cut short) goes too.
-            derived = ScopeFiles(target.parent)
-            derived.index.unlink(missing_ok=True)
-            derived.page_directory.unlink(missing_ok=True)
-            for temp in target.parent.glob(f".{DIRECTORY_FILE}.*.tmp"):
-                temp.unlink(missing_ok=True)
+
+
+def _drop_derived(directory: Path) -> None:
+    """A log's saved word index and page directory: they hold the pages' words, ids and
+    timestamps. A directory written aside (a save under way, or one a crash cut short) goes too."""
+    derived = ScopeFiles(directory)
+    derived.index.unlink(missing_ok=True)
+    derived.page_directory.unlink(missing_ok=True)
+    for temp in directory.glob(f".{DIRECTORY_FILE}.*.tmp"):
+        temp.unlink(missing_ok=True)
