@@ -243,6 +243,15 @@ def test_any_failure_prints_nothing_exits_0_and_says_why_in_one_line(
         assert line.startswith(f"memory-mcp hook {event}: ") and problem in line
 
 
+def test_a_data_home_that_names_no_one_gives_nothing_and_exits_0(home: Path, transcript: Transcript) -> None:
+    """Before the hook even looks for a helper: `~someone` with no such account cannot be expanded."""
+    outcome = hook(home, "prompt", transcript.prompt_input("Polars?"), MEMORY_MCP_HOME="~no-such-account-here/memory")
+
+    assert (outcome.code, outcome.stdout) == (0, "")
+    [line] = outcome.stderr.splitlines()
+    assert line.startswith("memory-mcp hook prompt: ")
+
+
 def test_what_stop_stores_is_analysed_after_the_quiet_time_without_holding_up_the_hook(
     home: Path, transcript: Transcript, tmp_path: Path
 ) -> None:

@@ -74,11 +74,12 @@ def _run(arguments: list[str]) -> int:
     words = command_words(arguments)[:2]
     keep_hook_helper = True
     if words[:1] == ["hook"] and words[1:] and words[1] in HELPED_HOOKS:
-        event = sys.stdin.read()
         try:
+            event = hook_input()
             answer, keep_hook_helper = _helper_answer(arguments, event)
-        except HelperFailed as exc:
-            print(f"memory-mcp hook {words[1]}: {exc}", file=sys.stderr)
+        except Exception as exc:  # a helper that failed, or no home to find one in: never the host's failure
+            reason = str(exc) if isinstance(exc, HelperFailed) else f"{type(exc).__name__}: {exc}"
+            print(f"memory-mcp hook {words[1]}: {reason}", file=sys.stderr)
             return 0
         if answer is not None:
             sys.stdout.write(answer["stdout"])
@@ -92,6 +93,13 @@ def _run(arguments: list[str]) -> int:
     from memory_mcp.cli.main import main as command_line
 
     return command_line(arguments, keep_hook_helper=keep_hook_helper)
+
+
+def hook_input() -> str:
+    """What the host sent on stdin, read as UTF-8 whatever the locale (hosts send UTF-8 JSON; a
+    Windows pipe would be read in the ANSI code page), a broken byte replaced, never failing."""
+    stream = getattr(sys.stdin, "buffer", None)
+    return sys.stdin.read() if stream is None else stream.read().decode("utf-8", errors="replace")
 
 
 def _relayed(arguments: list[str]) -> int | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from memory_mcp.base.environment import claude_project_dir, process_environment
 from memory_mcp.base.settings import Settings, load_settings
-from memory_mcp.cli.entry import HELPED_HOOKS
+from memory_mcp.cli.entry import HELPED_HOOKS, hook_input
 from memory_mcp.cli.parser import build_parser
 from memory_mcp.hosts import hooks
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
@@ -59,7 +59,7 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
     """Run a host's hook. Whatever goes wrong, the prompt must go on: one line on stderr,
     nothing on stdout, exit status 0."""
     try:
-        environ, cwd, stdin = process_environment(), os.getcwd(), sys.stdin.read()
+        environ, cwd, stdin = process_environment(), os.getcwd(), hook_input()
         settings, host, event, session = _hook_call(args, stdin, environ, cwd)
         if settings.memory_server.url:  # the team's server does the work: no memory loaded here
             _print(answer_remotely(settings, host, args.hook_event, event, session, getattr(args, "max_tokens", None)))
