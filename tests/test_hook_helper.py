@@ -119,6 +119,21 @@ def test_each_request_is_read_with_its_own_flags_environment_and_folder(
     assert by_helper and theirs.stdout == "" and "Polars" in default.stdout, "--config read from the requester's folder"
 
 
+def test_a_hook_asking_for_help_is_answered_as_the_command_would_and_the_helper_stays(
+    home: Path, remembered: Transcript
+) -> None:
+    prompt_hook(home, asked(remembered, QUESTION))
+    helper_ready(home)
+    [helper] = helper_processes(home)
+
+    told, by_helper = prompt_hook(home, asked(remembered, QUESTION), "--help")
+
+    assert by_helper and told.code == 0 and "usage:" in told.stdout
+    assert told.stdout == cli(home, "hook", "prompt", "--help").stdout
+    answered, by_helper = prompt_hook(home, asked(remembered, QUESTION))
+    assert by_helper and "Polars" in answered.stdout and helper_processes(home) == [helper]
+
+
 def test_a_helper_idle_past_its_memory_still_answers_as_the_hook_would_then_exits(
     home: Path, remembered: Transcript
 ) -> None:

@@ -169,6 +169,8 @@ class _HookHelper:
                         )
                     else:
                         _print_context(self._service(settings), args, host, event, session)
+            except SystemExit:  # --help or --version: argparse wrote its text, as the command would
+                pass
             except Exception as exc:  # the same promise as the hook itself
                 event_name = getattr(args, "hook_event", "prompt")
                 print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)
