@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_code_session import Transcript, text
 from command_line import Outcome, cli
 from hook_calls import hook
 from http_helpers import HttpServer, free_port, issue_token
@@ -84,6 +85,30 @@ def test_hooks_store_and_recall_on_the_server_for_the_tokens_user(
     assert bobs == Outcome(0, "", ""), "bob's token sees nothing of alice's"
     other = hook(home, "prompt", asked, "--host", "gemini", "--user", "bob", env=alice)
     assert other.code == 0 and other.stdout == "" and "403" in other.stderr, "a token names its user alone"
+
+
+def test_a_long_session_with_a_huge_paste_is_stored_whole_on_the_server(
+    server: Any, server_data: Path, home: Path, shop: Path, tmp_path: Path
+) -> None:
+    """More exchanges than one request may carry, and a paste larger than a request's body: the
+    stop sends them in several requests, each side within max_text_chars."""
+    running, tokens = server
+    session = Transcript(tmp_path / "long.jsonl", session_id="long", cwd=str(shop))
+    session.prompt("Here is the log: " + "x" * 5_000_000)
+    session.reply(text("That is a long log."))
+    for step in range(1_000):
+        session.prompt(f"step {step}")
+        session.reply(text(f"done {step}"))
+
+    stopped = cli(
+        home, "hook", "stop", stdin=json.dumps(session.stop_input(last_message="done 999")),
+        env=remote(running.base, tokens[ALICE]),
+    )  # fmt: skip
+
+    assert stopped == Outcome(0, "", "")
+    pages = JsonStore(server_data).read_pages(Scope(ALICE)).pages
+    assert len(pages) == 1_001 and pages[-1].user_input == "step 999"
+    assert pages[0].user_input.startswith("Here is the log: ") and len(pages[0].user_input) <= 100_000
 
 
 def test_a_server_that_refuses_or_is_not_there_costs_the_prompt_nothing(server: Any, home: Path, shop: Path) -> None:

@@ -101,21 +101,19 @@ def store_exchanges(service: MemoryService, pages: list[Page], session: HostSess
     """Store `pages` (those not stored yet) in the session's scope, each with its project. Text
     beyond max_text_chars is cut with a marker, so one huge paste cannot keep the rest out."""
     limit = service.settings.max_text_chars
-    pages = [
-        page.model_copy(
-            update={
-                "user_input": clipped(page.user_input, limit),
-                "agent_response": clipped(page.agent_response, limit),
-                "project": session.project,
-            }
-        )
-        for page in pages
-    ]
+    pages = [within_limit(page, limit).model_copy(update={"project": session.project}) for page in pages]
     scope = service.resolve_scope(session.user_id, session.agent_name)
     document = ExportDocument(
         exported_at=utc_now(), user_id=scope.user_id, agent_name=scope.agent_name, memory=MemoryDocument(), pages=pages
     )
     return service.import_memory(ImportRequest.build(data=document.model_dump(mode="json"), mode="merge"))
+
+
+def within_limit(page: Page, limit: int) -> Page:
+    """`page` with each side cut to `limit` characters, a marker where it was cut."""
+    return page.model_copy(
+        update={"user_input": clipped(page.user_input, limit), "agent_response": clipped(page.agent_response, limit)}
+    )
 
 
 def update_when_quiet(settings: Settings, user_id: str, agent_name: str | None, newest_page: str, cwd: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import ConfigDict, Field
@@ -21,7 +22,7 @@ from pydantic import ConfigDict, Field
 from memory_mcp.base.model import Model
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
-from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt
+from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt, within_limit
 from memory_mcp.hosts.injection import HostSession
 from memory_mcp.models import Page
 from memory_mcp.models.requests import MAX_QUERY_CHARS, AgentName, UserId
@@ -29,6 +30,10 @@ from memory_mcp.service.scopes import resolve_scope
 from memory_mcp.store import Scope
 
 HOOKS_PATH = "/hooks"
+# A stop's exchanges are sent in requests of at most this many pages and bytes: under what the
+# server takes (StoreRequest's pages, and 4 MiB a body: remote_api.MAX_BODY_BYTES).
+BATCH_PAGES = 1000
+BATCH_BYTES = 3 * 1024 * 1024
 
 
 class HookRequest(Model):
@@ -59,7 +64,7 @@ class ContextAnswer(Model):
 class StoreRequest(HookRequest):
     """The finished exchanges a stop hook sends the server to store."""
 
-    pages: list[Page] = Field(max_length=1000)
+    pages: list[Page] = Field(max_length=BATCH_PAGES)
 
 
 class StoreAnswer(Model):
@@ -111,14 +116,17 @@ def answer_remotely(
         return resolve_scope(settings, user_id, agent_name)
 
     if hook_event == "stop":
-        pages = finished_exchanges(host, event, session, folder, resolve)
-        if pages:
+        pages = [
+            within_limit(page, settings.max_text_chars)
+            for page in finished_exchanges(host, event, session, folder, resolve)
+        ]
+        for batch in _batches(pages):  # oldest first: one refused leaves the rest to the next stop
             send_exchanges(
                 settings,
                 StoreRequest(
                     session_id=session.session_id,
                     project=session.project,
-                    pages=pages,
+                    pages=batch,
                     agent_name=session.agent_name,
                     user_id=session.user_id,
                 ),
@@ -140,3 +148,19 @@ def answer_remotely(
         user_id=session.user_id,
     )
     return host.answer(hook_event, ask_context(settings, asked))
+
+
+def _batches(pages: list[Page]) -> Iterator[list[Page]]:
+    """`pages` in order, in runs of at most BATCH_PAGES pages and about BATCH_BYTES of JSON (a
+    page larger than that alone: its sides are within max_text_chars)."""
+    batch: list[Page] = []
+    size = 0
+    for page in pages:
+        page_size = len(page.model_dump_json().encode())
+        if batch and (len(batch) == BATCH_PAGES or size + page_size > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(page)
+        size += page_size
+    if batch:
+        yield batch
