@@ -7,6 +7,7 @@ does not answer costs the prompt nothing: one line on stderr, no output, exit 0.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,30 @@ def test_hooks_store_and_recall_on_the_server_for_the_tokens_user(
     assert bobs == Outcome(0, "", ""), "bob's token sees nothing of alice's"
     other = hook(home, "prompt", asked, "--host", "gemini", "--user", "bob", env=alice)
     assert other.code == 0 and other.stdout == "" and "403" in other.stderr, "a token names its user alone"
+
+
+def test_two_copies_of_one_session_start_hook_get_the_digest_once(
+    server: Any, server_data: Path, home: Path, shop: Path
+) -> None:
+    """VS Code runs Claude Code's session-start hook and its own for one start: against the
+    server too, one of them is given the digest, the other nothing; a later start has it again."""
+    running, tokens = server
+    alice = remote(running.base, tokens[ALICE])
+    stop = gemini("AfterAgent", "s-one", shop, prompt=TOLD, prompt_response="Noted: make ship.")
+    assert hook(home, "stop", stop, "--host", "gemini", env=alice) == Outcome(0, "", "")
+    start = {"cwd": str(shop), "sessionId": "vs-session", "hookEventName": "SessionStart", "source": "new"}
+
+    def starts(stamp: str) -> list[Outcome]:
+        sent = {**start, "timestamp": stamp}
+        with ThreadPoolExecutor(2) as pool:
+            return list(
+                pool.map(lambda flags: hook(home, "session-start", sent, *flags, env=alice), [[], ["--host", "vscode"]])
+            )
+
+    answers = starts("2026-11-27T12:05:00.000Z")
+    assert [(outcome.code, outcome.stderr) for outcome in answers] == [(0, ""), (0, "")]
+    assert sorted(TOLD in outcome.stdout for outcome in answers) == [False, True], answers
+    assert sum(TOLD in outcome.stdout for outcome in starts("2026-11-27T12:30:00.000Z")) == 1, "a later start has it"
 
 
 def test_a_long_session_with_a_huge_paste_is_stored_whole_on_the_server(

@@ -66,12 +66,18 @@ def start_context(service: MemoryService, host: HostAdapter, event: HostEvent, s
     resumed session keeps what it was given (its conversation is there again)."""
     if "session-start" not in host.injects:
         return host.answer("session-start", "")
-    if event.stamp is not None:
-        scope = service.resolve_scope(session.user_id, session.agent_name)
-        if not claim_start(service.settings.data_storage_path, scope, session.session_id, event.stamp):
-            return host.answer("session-start", "")  # another copy of this hook answers this start
+    if not answers_start(service.settings.data_storage_path, event, session, service.resolve_scope):
+        return host.answer("session-start", "")  # another copy of this hook answers this start
     digest = session_digest(service, session, host.max_context_chars, event.starts_over)
     return host.answer("session-start", digest)
+
+
+def answers_start(data_folder: Path, event: HostEvent, session: HostSession, resolve: ScopeResolver) -> bool:
+    """Whether this hook answers its session's start: of the copies a host runs for one start
+    (VS Code with Claude Code's hook and its own), the first to claim its stamp, in `data_folder`."""
+    if event.stamp is None:
+        return True
+    return claim_start(data_folder, resolve(session.user_id, session.agent_name), session.session_id, event.stamp)
 
 
 def remember_session(

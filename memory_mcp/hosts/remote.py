@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field
 from memory_mcp.base.model import Model
 from memory_mcp.base.settings import Settings
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
-from memory_mcp.hosts.hooks import finished_exchanges, keep_prompt, within_limit
+from memory_mcp.hosts.hooks import answers_start, finished_exchanges, keep_prompt, within_limit
 from memory_mcp.hosts.injection import HostSession
 from memory_mcp.models import Page
 from memory_mcp.models.requests import MAX_QUERY_CHARS, AgentName, UserId
@@ -136,6 +136,8 @@ def answer_remotely(
         keep_prompt(host, event, session, folder, resolve)
     if hook_event not in host.injects:
         return host.answer(hook_event, "")
+    if hook_event == "session-start" and not answers_start(folder, event, session, resolve):
+        return host.answer(hook_event, "")  # another copy of this hook answers this start, as locally
     asked = ContextRequest(
         event=hook_event,
         session_id=session.session_id,
