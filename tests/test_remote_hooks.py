@@ -7,6 +7,8 @@ does not answer costs the prompt nothing: one line on stderr, no output, exit 0.
 from __future__ import annotations
 
 import json
+import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,24 @@ def test_two_copies_of_one_session_start_hook_get_the_digest_once(
     assert [(outcome.code, outcome.stderr) for outcome in answers] == [(0, ""), (0, "")]
     assert sorted(TOLD in outcome.stdout for outcome in answers) == [False, True], answers
     assert sum(TOLD in outcome.stdout for outcome in starts("2026-11-27T12:30:00.000Z")) == 1, "a later start has it"
+
+
+def test_a_server_that_never_answers_costs_a_hook_less_than_the_hosts_timeout(home: Path, shop: Path) -> None:
+    """memory_server.timeout_seconds may say 60; the hosts kill a prompt hook after 15 s."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections are made and never answered
+        home.mkdir(parents=True)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        write_json(home / "config.json", {"memory_server": {"url": url, "token": "t", "timeout_seconds": 60}})
+        asked = gemini("BeforeAgent", "s-one", shop, prompt="How do we deploy?")
+
+        started = time.monotonic()
+        outcome = hook(home, "prompt", asked, "--host", "gemini")
+        waited = time.monotonic() - started
+
+    assert outcome.code == 0 and outcome.stdout == "" and "did not answer" in outcome.stderr
+    assert waited < 15, f"the hook waited {waited:.1f} s"
 
 
 def test_a_long_session_with_a_huge_paste_is_stored_whole_on_the_server(

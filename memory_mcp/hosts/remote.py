@@ -12,6 +12,7 @@ refuses, costs the prompt nothing: the hook says why on stderr and gives no cont
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +35,9 @@ HOOKS_PATH = "/hooks"
 # server takes (StoreRequest's pages, and 4 MiB a body: remote_api.MAX_BODY_BYTES).
 BATCH_PAGES = 1000
 BATCH_BYTES = 3 * 1024 * 1024
+# The hosts give a hook 15 s (a stop 30) and then kill it: whatever memory_server.timeout_seconds
+# says (up to 60), one hook's calls to the server wait this long at most, all together.
+HOOK_BUDGET_SECONDS = 10.0
 
 
 class HookRequest(Model):
@@ -75,22 +79,26 @@ class ServerUnavailable(Exception):
     """The memory server did not answer, or refused: the message says which, in one line."""
 
 
-def ask_context(settings: Settings, request: ContextRequest) -> str:
-    return ContextAnswer.model_validate(_post(settings, "context", request.model_dump_json())).context
+def ask_context(settings: Settings, request: ContextRequest, deadline: float) -> str:
+    return ContextAnswer.model_validate(_post(settings, "context", request.model_dump_json(), deadline)).context
 
 
-def send_exchanges(settings: Settings, request: StoreRequest) -> int:
-    return StoreAnswer.model_validate(_post(settings, "store", request.model_dump_json())).added
+def send_exchanges(settings: Settings, request: StoreRequest, deadline: float) -> int:
+    return StoreAnswer.model_validate(_post(settings, "store", request.model_dump_json(), deadline)).added
 
 
-def _post(settings: Settings, action: str, body: str) -> object:
+def _post(settings: Settings, action: str, body: str, deadline: float) -> object:
+    """The server's JSON answer, waited for until `deadline` (time.monotonic) at the latest."""
     server = settings.memory_server
+    left = min(server.timeout_seconds, deadline - time.monotonic())
+    if left <= 0:
+        raise ServerUnavailable(f"the memory server at {server.url} was not asked: this hook's time is up")
     headers = {"Accept": "application/json", **server.request_headers()}
     request = urllib.request.Request(
         server.endpoint(f"{HOOKS_PATH}/{action}"), data=body.encode("utf-8"), headers=headers, method="POST"
     )
     try:
-        with urllib.request.urlopen(request, timeout=server.timeout_seconds) as response:  # noqa: S310 (the configured URL)
+        with urllib.request.urlopen(request, timeout=left) as response:  # noqa: S310 (the configured URL)
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         said = exc.read(500).decode("utf-8", "replace").strip()
@@ -111,6 +119,7 @@ def answer_remotely(
     """What a hook prints, its work done by the memory server: the context it gives, or the
     exchanges a stop finishes sent to it. A prompt a stop will need is kept here, as locally."""
     folder = settings.data_storage_path
+    deadline = time.monotonic() + HOOK_BUDGET_SECONDS
 
     def resolve(user_id: str | None, agent_name: str | None) -> Scope:
         return resolve_scope(settings, user_id, agent_name)
@@ -130,6 +139,7 @@ def answer_remotely(
                     agent_name=session.agent_name,
                     user_id=session.user_id,
                 ),
+                deadline,
             )
         return host.answer("stop", "")
     if hook_event == "prompt":
@@ -149,7 +159,9 @@ def answer_remotely(
         agent_name=session.agent_name,
         user_id=session.user_id,
     )
-    return host.answer(hook_event, ask_context(settings, asked))
+    context = ask_context(settings, asked, deadline)
+    # Asked for within max_chars: a server that sends more (another version) is not passed on, nor cut.
+    return host.answer(hook_event, context if len(context) <= host.max_context_chars else "")
 
 
 def _batches(pages: list[Page]) -> Iterator[list[Page]]:
