@@ -200,7 +200,8 @@ class MemoryServerSettings(Model):
         5.0,
         gt=0,
         le=60,
-        description="How long a hook waits for the server before it gives no context (and a call, to connect).",
+        description="How long a hook waits for the server before it gives no context, 10 s at most for all its calls "
+        "(and a call, to connect).",
     )
 
     def endpoint(self, path: str) -> str:
