@@ -50,11 +50,6 @@ class ScopeStates(Generic[StateT]):
                     self._recent[old_scope] = None
         return state
 
-    def cached(self) -> int:
-        """How many scopes may hold cached state now (at most `cached`, give or take those in use)."""
-        with self._guard:
-            return len(self._recent)
-
     def _overflow(self) -> list[tuple[Scope, StateT]]:
         """The least recently used scopes beyond the budget, taken off the recent list (held: guard)."""
         if self._cached is None or self._drop_cached is None:
