@@ -1,5 +1,6 @@
 """`memory-mcp hook EVENT`: a host's hook run as a command, and the same work done by the prompt
-helper a hook leaves behind (`python -m memory_mcp.cli.hook_command SOCKET IDLE_SECONDS`).
+helper a hook leaves behind (`python -m memory_mcp.cli.hook_command SOCKET IDLE_SECONDS
+LINGER_SECONDS`).
 
 Whatever goes wrong in a hook, the prompt goes on: one line on stderr, nothing on stdout, exit 0.
 """

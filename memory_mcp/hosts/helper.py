@@ -6,7 +6,7 @@ A hook that found no helper starts one after it has answered: a new Python proce
 (`python -m memory_mcp.cli.hook_command`), never a fork of the hook, which may have run the embedding
 model (its threads do not survive a fork, and a forked helper would wait on their locks for
 ever); the helper loads whatever it needs itself. It is told its work on stdin (what to load
-first), listens where `hook_relay` looks, and answers one request at a time. Idle for
+first), listens where `relay.helper_socket` says, and answers one request at a time. Idle for
 `hook_helper_idle_minutes`, it lets go of the memory it loaded but keeps what loading it again needs
 (Python, numpy, the token encoding): a request then costs one read of memory, a fraction of a second,
 not a new process's imports and loads. It exits once idle for `hook_helper_linger_minutes` more, as
