@@ -221,7 +221,7 @@ def _read_new_records(fd: int, path: Path, cache: LogCache, keep_pages: bool) ->
     data = os.pread(fd, size - cache.end, cache.end)
     complete_end = data.rfind(b"\n") + 1
     new_pages = []  # (id, thread, timestamp, where its record ends): taken in once all are read
-    number, end = cache.lines, cache.end
+    number, end, host_memory_end = cache.lines, cache.end, cache.host_memory_end
     for line in lines(data, complete_end):
         number += 1
         end += len(line) + 1
@@ -233,7 +233,7 @@ def _read_new_records(fd: int, path: Path, cache: LogCache, keep_pages: bool) ->
                 "(fix or remove that line)"
             ) from None
         if carries_host_memory(page):
-            cache.host_memory_end = number
+            host_memory_end = number
         if keep_pages:
             new_pages.append((page.page_id, page.thread_id, page.timestamp, end))
     if cache.end == 0 and complete_end:
@@ -243,7 +243,7 @@ def _read_new_records(fd: int, path: Path, cache: LogCache, keep_pages: bool) ->
         for fields in new_pages:
             cache.pages.add(*fields)
     cache.digest.update(memoryview(data)[:complete_end])
-    cache.lines = number
+    cache.lines, cache.host_memory_end = number, host_memory_end
     cache.end += complete_end
     unfinished = len(data) - complete_end
     if unfinished and cache.unfinished_reported_at != cache.end:
