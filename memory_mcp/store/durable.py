@@ -207,10 +207,11 @@ def append_records(path: Path, records: bytes) -> int:
 STALE_TEMP_SECONDS = 600
 
 
-def remove_stale_temps(path: Path) -> None:
+def remove_stale_temps(path: Path, older_than: float = STALE_TEMP_SECONDS) -> None:
     """Delete temp files of `path` that a crashed writer left behind. Only old ones: a temp file
-    of a few seconds may be another process's write under way."""
-    cutoff = time.time() - STALE_TEMP_SECONDS
+    of a few seconds may be another process's write under way (unless the caller holds the lock
+    every writer of `path` holds: then `older_than` 0)."""
+    cutoff = time.time() - older_than
     for temp in path.parent.glob(f".{path.name}.*.tmp"):
         try:
             if temp.lstat().st_mtime < cutoff:

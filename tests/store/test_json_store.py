@@ -604,3 +604,19 @@ def test_erasing_exchanges_keeps_the_others_whole_whatever_whitespace_their_reco
     store.erase_pages(USER, ["page_0002"], lambda document, _: document)
 
     assert [page.page_id for page in JsonStore(tmp_path).read_pages(USER).pages] == ["page_0000", "page_0001"]
+
+
+def test_an_erase_leaves_no_copy_a_crashed_rewrite_left_of_the_log_however_recent(tmp_path: Path) -> None:
+    """A temp file of the log (or its vectors) a crash cut short holds the records of then: the
+    erase that follows takes it, as no writer can be writing one while the erase holds the log."""
+    store = JsonStore(tmp_path)
+    store.append_pages(USER, [make_page(0), make_page(1)])
+    log = pages_path(tmp_path)
+    left = [log.with_name(f".{name}.crashed.tmp") for name in (log.name, "vectors.jsonl")]
+    for temp in left:
+        temp.write_bytes(log.read_bytes())  # seconds old, not minutes
+
+    store.erase_pages(USER, ["page_0001"], lambda document, _: document)
+
+    assert [temp for temp in left if temp.exists()] == []
+    assert b"page_0001" not in b"".join(path.read_bytes() for path in log.parent.iterdir() if path.is_file())

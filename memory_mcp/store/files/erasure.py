@@ -56,6 +56,7 @@ class PageErasure:
                     temp.unlink(missing_ok=True)
                 raise
             _put_in_place(state, aside)
+            _without_crashed_copies(files)
             if erasing:
                 write_document(state, files.memory, lambda d: marked(d, []))
 
@@ -81,6 +82,7 @@ class PageErasure:
             if kept is not None:
                 aside.insert(0, (written_aside(vectors_path, kept), vectors_path))
             _put_in_place(state, aside)
+            _without_crashed_copies(files)
 
     def finish_erasing(self, state: ScopeState, scope: Scope, document: MemoryDocument) -> MemoryDocument:
         """Finish an erase a crash cut short after its document write (held: the document locks)."""
@@ -89,6 +91,7 @@ class PageErasure:
             _, aside = self._written_without(state, scope, files, set(document.analysis.erasing))
             _drop_derived(files.directory)  # also where the crash came after the log was put in place
             _put_in_place(state, aside)
+            _without_crashed_copies(files)
         log.warning("finished erasing %d exchanges of %s", len(document.analysis.erasing), scope.describe())
         return write_document(state, files.memory, lambda d: marked(d, []))
 
@@ -122,9 +125,15 @@ def _put_in_place(state: ScopeState, aside: list[tuple[Path, Path]]) -> None:
             # page directory beside the new log (a scrub keeps the ids they are checked against).
             _drop_derived(target.parent)
         put_in_place(temp, target)  # its directory synced: the removals above land with it
-        remove_stale_temps(target)  # what a crash cut short before: kept records only, but a copy
         if target.name == PAGES_FILE:
             let_go_of_log(state)  # read again: a new file, a new generation
+
+
+def _without_crashed_copies(files: ScopeFiles) -> None:
+    """The temps of the log and the vectors a crashed writer left: copies of records that may be
+    erased now. Every writer of them holds the log's locks, as the caller does: none is under way."""
+    for path in (files.pages, files.vectors):
+        remove_stale_temps(path, older_than=0)
 
 
 def _drop_derived(directory: Path) -> None:
