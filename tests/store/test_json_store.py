@@ -342,6 +342,26 @@ def test_a_log_replaced_on_the_same_inode_is_read_anew(data_dir: Path) -> None:
     assert [page.page_id for page in after.pages] == [f"page_{10 + i:04d}" for i in range(5)]
 
 
+def test_a_log_rewritten_on_the_same_inode_that_begins_alike_is_read_anew(data_dir: Path) -> None:
+    """Another process scrubbed an exchange twice, and its log came back to the old inode (a
+    rename over the log alternates two): the same first record, at least as long, yet rewritten."""
+    store = JsonStore(data_dir)
+    store.append_pages(USER, [make_page(i) for i in range(4)])
+    before = store.read_pages(USER)
+    path = pages_path(data_dir)
+    inode, old_size = path.stat().st_ino, path.stat().st_size
+    rewritten = [make_page(0), make_page(1, "[redacted] " + "z" * 60), make_page(2), make_page(3)]
+    with path.open("r+b") as same_inode:
+        same_inode.truncate(0)
+        same_inode.write(b"".join(page.model_dump_json().encode() + b"\n" for page in rewritten))
+
+    after = store.read_pages(USER)
+
+    assert path.stat().st_ino == inode and path.stat().st_size >= old_size
+    assert after.generation != before.generation
+    assert [page.user_input for page in after.pages] == [page.user_input for page in rewritten]
+
+
 def test_new_records_are_read_from_where_the_last_read_ended(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     writer, reader = JsonStore(data_dir), JsonStore(data_dir)
     for i in range(50):

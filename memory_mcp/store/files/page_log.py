@@ -40,6 +40,9 @@ from memory_mcp.store.records import page_from_record, page_record
 log = logging.getLogger(__name__)
 
 _FIRST_RECORD_CHUNK = 4096
+# How much of a log just before where it was read up to is kept, to tell a log only grown since
+# from one put in its place (see _continued): the end of its last record read, id and timestamp.
+TAIL_BYTES = 64
 
 
 class PageLogFiles:
@@ -145,14 +148,14 @@ class PageLogFiles:
         identity = (os.fstat(fd).st_ino, first_record(fd))
         cache = state.log
         if not keep_pages:
-            if not _continued(state.tally, identity, size):
+            if not _continued(state.tally, identity, size, fd):
                 state.tally = _log_from_start(fd, path, identity, keep_pages=False)
             cache = state.tally
             assert cache is not None
-        elif cache is None and _continued(state.tally, identity, size):
+        elif cache is None and _continued(state.tally, identity, size, fd):
             assert state.tally is not None
             cache = state.log = _log_from_start(fd, path, identity, generation=state.tally.generation)  # read again
-        elif cache is None or cache.identity[0] != identity[0] or size < cache.end or not _same_start(cache, identity):
+        elif cache is None or not _continued(cache, identity, size, fd):
             cache = state.log = _log_from_start(fd, path, identity)
         if keep_pages:
             state.tally = None
@@ -206,6 +209,7 @@ def _take_in_appended(
         end += length
         cache.pages.add(page.page_id, page.thread_id, page.timestamp, end)
     cache.digest.update(records)
+    cache.tail = (cache.tail + records)[-TAIL_BYTES:]
     carrying = [n for n, page in enumerate(pages, start=cache.lines + 1) if carries_host_memory(page)]
     cache.host_memory_end = carrying[-1] if carrying else cache.host_memory_end
     cache.lines += len(pages)
@@ -245,6 +249,7 @@ def _read_new_records(fd: int, path: Path, cache: LogCache, keep_pages: bool) ->
     cache.digest.update(memoryview(data)[:complete_end])
     cache.lines, cache.host_memory_end = number, host_memory_end
     cache.end += complete_end
+    cache.tail = (cache.tail + data[:complete_end])[-TAIL_BYTES:]
     unfinished = len(data) - complete_end
     if unfinished and cache.unfinished_reported_at != cache.end:
         cache.unfinished_reported_at = cache.end
@@ -317,11 +322,13 @@ def _log_from_start(
     if found is None:
         pages = FilePages(path, identity[0]) if keep_pages else HeldPages()
         return LogCache(identity=identity, pages=pages, generation=generation)
+    end = found.pages.end
     return LogCache(
         identity=identity,
         pages=found.pages if keep_pages else HeldPages(),
         generation=generation,
-        end=found.pages.end,
+        end=end,
+        tail=os.pread(fd, min(TAIL_BYTES, end), end - min(TAIL_BYTES, end)),
         lines=len(found.pages),
         host_memory_end=found.host_memory_end,
         digest=found.digest,
@@ -329,9 +336,18 @@ def _log_from_start(
     )
 
 
-def _continued(known: LogCache | None, identity: tuple[int, bytes], size: int) -> bool:
-    """Whether the log file is the one last known (its cache let go, or its tally), only grown since."""
-    return known is not None and known.identity[0] == identity[0] and size >= known.end and _same_start(known, identity)
+def _continued(known: LogCache | None, identity: tuple[int, bytes], size: int, fd: int) -> bool:
+    """Whether the log file open as `fd` is the one last known (its cache, or its tally), only grown
+    since: the same inode, beginning alike, and as it was just before where it was read up to. A
+    log rewritten twice by another process can be back on its first inode (a rename over the log
+    alternates two on ext4), and an erase keeps the first record unless it erases it."""
+    return (
+        known is not None
+        and known.identity[0] == identity[0]
+        and size >= known.end
+        and _same_start(known, identity)
+        and os.pread(fd, len(known.tail), known.end - len(known.tail)) == known.tail
+    )
 
 
 def _same_start(cache: LogCache, identity: tuple[int, bytes]) -> bool:

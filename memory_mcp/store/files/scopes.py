@@ -46,6 +46,7 @@ class LogCache(CachedLog):
     host_memory_end: int = 0  # every page carrying host memory is among the first this many
     unfinished_reported_at: int = -1
     digest: hashlib._Hash = field(default_factory=hashlib.sha256)  # of the first `end` bytes
+    tail: bytes = b""  # the last TAIL_BYTES of the first `end` bytes: see page_log._continued
     directory_pages: int = 0  # how many pages the saved directory covers
 
 
