@@ -78,7 +78,7 @@ def _run(arguments: list[str]) -> int:
             event = hook_input()
             answer, keep_hook_helper = _helper_answer(arguments, event)
         except Exception as exc:  # a helper that failed, or no home to find one in: never the host's failure
-            reason = str(exc) if isinstance(exc, HelperFailed) else f"{type(exc).__name__}: {exc}"
+            reason = str(exc) if isinstance(exc, HelperFailed) else one_line(exc)
             print(f"memory-mcp hook {words[1]}: {reason}", file=sys.stderr)
             return 0
         if answer is not None:
@@ -93,6 +93,11 @@ def _run(arguments: list[str]) -> int:
     from memory_mcp.cli.main import main as command_line
 
     return command_line(arguments, keep_hook_helper=keep_hook_helper)
+
+
+def one_line(exc: Exception) -> str:
+    """What a hook says of an error on stderr: its kind and the first line of its message."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def hook_input() -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from memory_mcp.base.environment import claude_project_dir, process_environment
 from memory_mcp.base.settings import Settings, load_settings
-from memory_mcp.cli.entry import HELPED_HOOKS, hook_input
+from memory_mcp.cli.entry import HELPED_HOOKS, hook_input, one_line
 from memory_mcp.cli.parser import build_parser
 from memory_mcp.hosts import hooks
 from memory_mcp.hosts.events import HookEvent, HostAdapter, HostEvent
@@ -89,7 +89,7 @@ def run_hook(args: argparse.Namespace, arguments: list[str], leave_helper: bool)
             if index_due:
                 hooks.index_when_due(settings, result.user_id, result.agent_name, cwd)
     except Exception as exc:  # a hook never breaks the prompt: it says why and steps aside
-        print(f"memory-mcp hook {args.hook_event}: {_one_line(exc)}", file=sys.stderr)
+        print(f"memory-mcp hook {args.hook_event}: {one_line(exc)}", file=sys.stderr)
     return 0
 
 
@@ -123,10 +123,6 @@ def _hook_call(
     event = host.read(hook_event, payload)
     folder = claude_project_dir(environ) or event.cwd or cwd  # the project, wherever the host has cd'd
     return settings, host, event, hooks.host_session(event, args.user, args.agent, folder)
-
-
-def _one_line(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 class _HookHelper:
@@ -174,7 +170,7 @@ class _HookHelper:
                 pass
             except Exception as exc:  # the same promise as the hook itself
                 event_name = getattr(args, "hook_event", "prompt")
-                print(f"memory-mcp hook {event_name}: {_one_line(exc)}", file=sys.stderr)
+                print(f"memory-mcp hook {event_name}: {one_line(exc)}", file=sys.stderr)
         return {"stdout": out.getvalue(), "stderr": said.getvalue()}
 
     def close(self) -> None:
